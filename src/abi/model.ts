@@ -1,0 +1,155 @@
+/** Model-facing controls: the agent's `model` reference, and a model's `driver`, `cap`, `fallback`. */
+import { nameFault } from "./names.ts";
+import { invalid, joinLines, listLines, noDuplicate, quote, singleLine } from "./text.ts";
+
+/** Parses the agent's `model`: `<provider>/<model>` or an alias name such as `main`. */
+export function parseModelRef(text: string): string {
+  const v = singleLine("model", text);
+  const fault = nameFault(v, "model");
+  if (fault) throw invalid("model", `model reference ${quote(v)} ${fault}`);
+  return v;
+}
+
+/** Serializes the agent's `model`. */
+export function formatModelRef(ref: string): string {
+  return `${ref}\n`;
+}
+
+/** Use cases a driver route table can name; lookup tries the use case, then `default`. */
+export const DRIVER_KEYS = ["default", "exec", "socket", "agent"] as const;
+
+/** One driver use case. */
+export type DriverKey = typeof DRIVER_KEYS[number];
+
+/** A driver route table: adapter names in priority order per use case. */
+export type Driver = Partial<Record<DriverKey, string[]>>;
+
+const ADAPTER = /^[a-z0-9][a-z0-9._-]{0,63}$/;
+
+function adapter(name: string, at: string): string {
+  if (!ADAPTER.test(name)) {
+    throw invalid("driver", `${at}: adapter ${quote(name)} is not [a-z0-9][a-z0-9._-]*`);
+  }
+  return name;
+}
+
+/**
+ * Parses `driver`: a single legacy adapter name line (= `default=<name>`), or `key=a,b` lines with
+ * distinct keys from default/exec/socket/agent and distinct adapters per key.
+ */
+export function parseDriver(text: string): Driver {
+  const lines = listLines("driver", text);
+  if (lines.length === 0) throw invalid("driver", "missing value (the file is empty)");
+  if (lines.length === 1 && !lines[0].text.includes("=")) {
+    return { default: [adapter(lines[0].text, "line 1")] };
+  }
+  const out: Driver = {};
+  for (const { no, text: line } of lines) {
+    const at = `line ${no}`;
+    const eq = line.indexOf("=");
+    if (eq < 0) throw invalid("driver", `${at} ${quote(line)} is not key=adapter,adapter`);
+    const key = line.slice(0, eq);
+    if (!(DRIVER_KEYS as readonly string[]).includes(key)) {
+      throw invalid("driver", `${at}: key ${quote(key)} is not one of ${DRIVER_KEYS.join(", ")}`);
+    }
+    if (Object.hasOwn(out, key)) throw invalid("driver", `${at}: key ${quote(key)} repeats`);
+    const seen = new Set<string>();
+    out[key as DriverKey] = line.slice(eq + 1).split(",").map((a) => {
+      adapter(a, at);
+      if (seen.has(a)) throw invalid("driver", `${at}: adapter ${quote(a)} repeats`);
+      seen.add(a);
+      return a;
+    });
+  }
+  return out;
+}
+
+/** Serializes `driver`: the legacy one-name form when only `default` with one adapter is set. */
+export function formatDriver(d: Driver): string {
+  const keys = DRIVER_KEYS.filter((k) => d[k] !== undefined);
+  if (keys.length === 1 && keys[0] === "default" && d.default?.length === 1) {
+    return `${d.default[0]}\n`;
+  }
+  return joinLines(keys.map((k) => `${k}=${(d[k] ?? []).join(",")}`));
+}
+
+/** The adapters for a use case: its own list, else `default`, else none. */
+export function routeFor(d: Driver, use: DriverKey): string[] {
+  return d[use] ?? d.default ?? [];
+}
+
+/** Stable, provider-neutral capability words. */
+export const CAP_WORDS = [
+  "chat",
+  "stream",
+  "session",
+  "vision",
+  "audio_input",
+  "audio_output",
+  "json_schema",
+  "tool_call_syntax",
+  "reasoning",
+  "embedding",
+  "rerank",
+  "image_input",
+  "image_output",
+  "video_input",
+  "video_output",
+  "pdf_input",
+  "pdf_output",
+  "attachment",
+  "temperature",
+  "interleaved",
+] as const;
+
+/** Words naming provider formats or native state: never valid in `cap`. */
+export const FORBIDDEN_CAP_WORDS = [
+  "openai_responses",
+  "anthropic_messages",
+  "gemini_generate_content",
+  "native_thread",
+  "native_stateful",
+  "native_stateless",
+] as const;
+
+/** Parses a model's `cap`: stable words, one per line, distinct; provider-format words are rejected. */
+export function parseCap(text: string): string[] {
+  const seen = new Set<string>();
+  return listLines("cap", text).map(({ no, text: line }) => {
+    if ((FORBIDDEN_CAP_WORDS as readonly string[]).includes(line)) {
+      throw invalid("cap", `line ${no}: ${quote(line)} is a provider-format word and is forbidden`);
+    }
+    if (!(CAP_WORDS as readonly string[]).includes(line)) {
+      throw invalid("cap", `line ${no}: ${quote(line)} is not a stable cap word`);
+    }
+    noDuplicate("cap", seen, line, no);
+    return line;
+  });
+}
+
+/** Serializes a model's `cap`. */
+export function formatCap(words: readonly string[]): string {
+  return joinLines(words);
+}
+
+/**
+ * Parses `fallback`: an ordered chain of `<provider>/<model>` references, one per line, distinct;
+ * blank lines and `#` comments are skipped.
+ */
+export function parseFallback(text: string): string[] {
+  const seen = new Set<string>();
+  return listLines("fallback", text, { comments: true }).map(({ no, text: line }) => {
+    const fault = nameFault(line, "model");
+    if (fault) throw invalid("fallback", `line ${no}: model reference ${quote(line)} ${fault}`);
+    if (!line.includes("/")) {
+      throw invalid("fallback", `line ${no}: ${quote(line)} is not <provider>/<model>`);
+    }
+    noDuplicate("fallback", seen, line, no);
+    return line;
+  });
+}
+
+/** Serializes `fallback` (comments are not kept). */
+export function formatFallback(refs: readonly string[]): string {
+  return joinLines(refs);
+}
