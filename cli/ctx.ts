@@ -1,0 +1,117 @@
+/** `ctx`: the human CLI. Argument parsing only; every command lives in src/ctx/. */
+import { Command, CommanderError } from "commander";
+import {
+  addAgentCommands,
+  agentContext,
+  cat,
+  guarded,
+  ls,
+  set,
+  status,
+  storageUpdate,
+  treeRoot,
+} from "../src/ctx/mod.ts";
+import { EXIT } from "../src/abi/errno.ts";
+import { resolvePaths } from "../src/store/paths.ts";
+
+const env = Deno.env.toObject();
+const program = new Command("ctx");
+const root = () => treeRoot({ root: program.opts().root, env });
+
+program
+  .description("CortexFS human CLI: inspect and edit the tree at CTX_ROOT (default /ctx)")
+  .option("-r, --root <path>", "the tree to work on (overrides CTX_ROOT)")
+  .showHelpAfterError(false)
+  .exitOverride()
+  .configureOutput({
+    // Usage errors print in the one error format: `ctx: EINVAL: <command>: <message>`.
+    outputError: (msg, write) => write(`ctx: EINVAL: ctx: ${msg.replace(/^error: /, "").trim()}\n`),
+  });
+
+program
+  .command("status")
+  .description("print the tree's status (the default command)")
+  .action(() => guarded(root(), () => console.log(status(root()).join("\n"))));
+
+program
+  .command("ls")
+  .description("list a directory of the tree (readdir only)")
+  .argument("[path]", "ABI path (agent, /ctx/model/debug, ...)", "")
+  .action((path: string) =>
+    guarded(path || "/", () => {
+      const names = ls(root(), path);
+      if (names.length) console.log(names.join("\n"));
+    })
+  );
+
+program
+  .command("cat")
+  .description("print a file of the tree")
+  .argument("<path>", "ABI path")
+  .action((path: string) =>
+    guarded(path, () => {
+      const bytes = cat(root(), path);
+      for (let off = 0; off < bytes.length;) off += Deno.stdout.writeSync(bytes.subarray(off));
+    })
+  );
+
+program
+  .command("set")
+  .description("replace a control file atomically after validating it (- reads VALUE from stdin)")
+  .argument("<path>", "ABI path of a control, e.g. agent/coder.d/window")
+  .argument("<value>", "the new value; one-value controls get their final newline")
+  .action((path: string, value: string) =>
+    guarded(path, () =>
+      set(root(), {
+        path,
+        value,
+        stdin: async () => new Uint8Array(await new Response(Deno.stdin.readable).arrayBuffer()),
+      }))
+  );
+
+program
+  .command("validate-name")
+  .description("check an object name against the ABI grammar (exit 0 valid, 2 invalid)")
+  .argument("<name>", "name to check")
+  .option("--kind <kind>", "agent, tool, model (provider/model or alias) or component", "component")
+  .action((name: string, o: { kind: string }) =>
+    guarded(name, async () => {
+      const { checkName } = await import("../src/abi/names.ts");
+      if (!["agent", "tool", "model", "component"].includes(o.kind)) {
+        const { CtxError } = await import("../src/abi/errno.ts");
+        throw new CtxError("EINVAL", `--kind "${o.kind}" is not agent, tool, model or component`);
+      }
+      checkName(name, { kind: o.kind as "agent" });
+    })
+  );
+
+program
+  .command("storage")
+  .description("storage generations")
+  .command("update")
+  .description("bring the storage tree to this binary's tree_version")
+  .option(
+    "--storage <dir>",
+    "storage root (default: CORTEXFS_STORAGE or /var/lib/cortexfs/storage)",
+  )
+  .option("--check", "exit 1 when an update is needed, 0 when up to date; write nothing")
+  .option("--dry-run", "print what would be done; write nothing")
+  .option("--prune", "remove every non-current generation and half-built leftovers")
+  .action((o: { storage?: string; check?: boolean; dryRun?: boolean; prune?: boolean }) => {
+    const storage = o.storage ?? resolvePaths({ env }).storage;
+    return guarded(storage, () => storageUpdate({ ...o, storage, env }));
+  });
+
+addAgentCommands(
+  program.command("agent").description("agent objects and sessions"),
+  agentContext(program, env),
+);
+
+try {
+  // No command at all means `ctx status` (spec-digest 9).
+  await program.parseAsync(Deno.args.length ? Deno.args : ["status"], { from: "user" });
+} catch (e) {
+  if (e instanceof CommanderError) {
+    Deno.exitCode = e.exitCode === 0 ? EXIT.ok : EXIT.usage;
+  } else throw e;
+}

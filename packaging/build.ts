@@ -1,0 +1,134 @@
+/**
+ * `deno task build`: makes dist/bin/{ctx,tsh,ctxterm,cortexfsd} (+ agent.sh). Compiled binaries when
+ * a denort runtime is available offline (DENORT_BIN, or the zip pre-seeded in DENO_DIR), otherwise
+ * launcher scripts that exec the pinned deno with the same permission flags on the entry files.
+ */
+const here = new URL("..", import.meta.url).pathname.replace(/\/$/, "");
+const DENO_VERSION = "2.9.6";
+const BINARIES = ["ctx", "tsh", "ctxterm", "cortexfsd"] as const;
+
+/** Build options (command line: `--out DIR`, `--mode compile|launcher`). */
+export interface BuildOptions {
+  /** Output directory of the binaries; default `<checkout>/dist/bin`. */
+  out?: string;
+  /** Force a mode; default: compile when a denort runtime is found, else launcher. */
+  mode?: "compile" | "launcher";
+  /** The environment to look for DENORT_BIN / DENO_DIR in. */
+  env?: Record<string, string | undefined>;
+}
+
+/** What the build made. */
+export interface BuildResult {
+  mode: "compile" | "launcher";
+  out: string;
+  built: string[];
+  skipped: string[];
+}
+
+/** The per-binary Deno permission flags (packaging/permissions.json). */
+export function permissionFlags(): Record<string, string[]> {
+  return JSON.parse(Deno.readTextFileSync(`${here}/packaging/permissions.json`));
+}
+
+function exists(path: string): boolean {
+  try {
+    Deno.statSync(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The offline denort route, if any: `DENORT_BIN`, or the release zip pre-seeded in DENO_DIR. */
+export function findDenort(env: Record<string, string | undefined>): string | undefined {
+  if (env.DENORT_BIN && exists(env.DENORT_BIN)) return env.DENORT_BIN;
+  const dir = env.DENO_DIR ?? `${env.HOME ?? "/root"}/.cache/deno`;
+  const zip = `${dir}/dl/release/v${DENO_VERSION}/denort-x86_64-unknown-linux-gnu.zip`;
+  return exists(zip) ? zip : undefined;
+}
+
+function shellQuote(s: string): string {
+  return `'${s.replaceAll("'", `'\\''`)}'`;
+}
+
+/** The launcher script of one binary: the pinned deno, its flags, its entry file. */
+export function launcher(name: string, flags: string[]): string {
+  const args = [
+    Deno.execPath(),
+    "run",
+    "--quiet",
+    "--no-prompt",
+    `--config=${here}/deno.json`,
+    ...flags,
+    `${here}/cli/${name}.ts`,
+  ].map(shellQuote).join(" ");
+  return `#!/bin/sh\n# ${name}: launcher made by packaging/build.ts (no denort runtime was available)\nexec ${args} "$@"\n`;
+}
+
+/** Builds every binary whose entry file exists; missing entries are skipped and listed. */
+export async function build(options: BuildOptions = {}): Promise<BuildResult> {
+  const env = options.env ?? Deno.env.toObject();
+  const out = options.out ?? `${here}/dist/bin`;
+  const denort = findDenort(env);
+  const mode = options.mode ?? (denort ? "compile" : "launcher");
+  if (mode === "compile" && !denort) {
+    throw new Error("compile mode needs DENORT_BIN or a pre-seeded denort zip in DENO_DIR");
+  }
+  Deno.mkdirSync(out, { recursive: true });
+  const perms = permissionFlags();
+  const built: string[] = [], skipped: string[] = [];
+  for (const name of BINARIES) {
+    const entry = `${here}/cli/${name}.ts`;
+    if (!exists(entry)) {
+      skipped.push(name);
+      continue;
+    }
+    const flags = perms[name];
+    if (!flags) throw new Error(`packaging/permissions.json has no entry for ${name}`);
+    const target = `${out}/${name}`;
+    if (mode === "compile") {
+      const compileEnv: Record<string, string> = {};
+      if (env.DENORT_BIN) compileEnv.DENORT_BIN = env.DENORT_BIN;
+      if (env.DENO_DIR) compileEnv.DENO_DIR = env.DENO_DIR;
+      const { code, stderr } = await new Deno.Command(Deno.execPath(), {
+        args: ["compile", "--quiet", ...flags, "--output", target, entry],
+        env: compileEnv,
+        cwd: here,
+        stdout: "inherit",
+        stderr: "piped",
+      }).output();
+      if (code !== 0) {
+        throw new Error(`deno compile ${name} failed:\n${new TextDecoder().decode(stderr)}`);
+      }
+    } else {
+      const tmp = `${target}.tmp-${Deno.pid}`;
+      Deno.writeTextFileSync(tmp, launcher(name, flags), { mode: 0o755 });
+      Deno.chmodSync(tmp, 0o755);
+      Deno.renameSync(tmp, target);
+    }
+    built.push(name);
+  }
+  if (exists(`${here}/cli/agent.sh`)) {
+    Deno.copyFileSync(`${here}/cli/agent.sh`, `${out}/agent.sh`);
+    Deno.chmodSync(`${out}/agent.sh`, 0o755);
+    built.push("agent.sh");
+  } else skipped.push("agent.sh");
+  return { mode, out, built, skipped };
+}
+
+if (import.meta.main) {
+  const args = [...Deno.args];
+  const take = (flag: string) => {
+    const i = args.indexOf(flag);
+    return i < 0 ? undefined : args.splice(i, 2)[1];
+  };
+  const out = take("--out");
+  const mode = take("--mode") as BuildOptions["mode"];
+  if (args.length || (mode && mode !== "compile" && mode !== "launcher")) {
+    console.error("usage: deno task build [--out DIR] [--mode compile|launcher]");
+    Deno.exit(2);
+  }
+  const r = await build({ out, mode });
+  console.log(`${r.mode}: ${r.built.join(" ")} -> ${r.out}`);
+  if (r.skipped.length) console.log(`skipped (no entry file): ${r.skipped.join(" ")}`);
+}

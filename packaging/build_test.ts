@@ -1,0 +1,56 @@
+/** The build's launcher route (the one that works offline here): real launchers, run for real. */
+import { assertEquals, assertMatch } from "../tests/assert.ts";
+import { build, findDenort, launcher, permissionFlags } from "./build.ts";
+
+Deno.test("build makes launcher scripts with each binary's permission flags when no denort exists", async () => {
+  const out = await Deno.makeTempDir({ prefix: "ctx-build-" });
+  const storage = await Deno.makeTempDir({ prefix: "ctx-build-st-" });
+  try {
+    const env = { HOME: "/nonexistent", DENO_DIR: `${out}/no-deno-dir` };
+    assertEquals(findDenort(env), undefined);
+    const r = await build({ out, env });
+    assertEquals(r.mode, "launcher");
+    assertEquals(r.built.includes("ctx"), true);
+    for (const name of r.built.filter((n) => n !== "agent.sh")) {
+      assertEquals(
+        Deno.readTextFileSync(`${out}/${name}`),
+        launcher(name, permissionFlags()[name]),
+      );
+      assertEquals((Deno.statSync(`${out}/${name}`).mode ?? 0) & 0o777, 0o755);
+    }
+    assertEquals([...r.built, ...r.skipped].sort(), [
+      "agent.sh",
+      "cortexfsd",
+      "ctx",
+      "ctxterm",
+      "tsh",
+    ]);
+    // The ctx launcher runs with exactly ctx's permission set: a storage update and a read work.
+    const run = (args: string[], extra: Record<string, string>) =>
+      new Deno.Command(`${out}/ctx`, {
+        args,
+        env: { PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin", NO_COLOR: "1", ...extra },
+        clearEnv: true,
+      }).output();
+    const up = await run(["storage", "update"], { CORTEXFS_STORAGE: storage });
+    assertEquals(up.code, 0, new TextDecoder().decode(up.stderr));
+    const ls = await run(["ls", "agent"], { CTX_ROOT: `${storage}/current` });
+    assertEquals(
+      { code: ls.code, out: new TextDecoder().decode(ls.stdout) },
+      { code: 0, out: "coder\ncoder.d\n" },
+    );
+  } finally {
+    await Deno.remove(out, { recursive: true });
+    await Deno.remove(storage, { recursive: true });
+  }
+});
+
+Deno.test("build refuses compile mode without a denort runtime", async () => {
+  const out = await Deno.makeTempDir({ prefix: "ctx-build-" });
+  try {
+    const e = await build({ out, mode: "compile", env: { HOME: "/nonexistent" } }).catch((x) => x);
+    assertMatch(String(e), /compile mode needs DENORT_BIN/);
+  } finally {
+    await Deno.remove(out, { recursive: true });
+  }
+});

@@ -1,0 +1,56 @@
+/**
+ * The `ctx agent` command group. This module only wires subcommands; each action lazy-imports its
+ * implementation so `ctx status`/`ctx ls` never load it. The runtime adds `chat send resume
+ * cancel history tsh ...` to the same group through {@link addAgentCommands}'s `extra` hook.
+ */
+import type { Command } from "commander";
+import { guarded } from "./fail.ts";
+import { treeRoot } from "./root.ts";
+
+/** What an agent subcommand needs from the top level: the tree root and the environment. */
+export interface AgentContext {
+  /** The tree root (after --root / CTX_ROOT). */
+  root(): string;
+  env: Record<string, string | undefined>;
+}
+
+/** A function that adds more subcommands to the `agent` group (the runtime's chat/send/...). */
+export type AgentExtension = (agent: Command, ctx: AgentContext) => void;
+
+/** Adds `ctx agent new` (and every extension's subcommands) to the `agent` command. */
+export function addAgentCommands(
+  agent: Command,
+  ctx: AgentContext,
+  extra: readonly AgentExtension[] = [],
+): Command {
+  agent
+    .command("new")
+    .description("create an agent: controls first, agent/NAME last")
+    .argument("<name>", "agent name ([a-zA-Z0-9][a-zA-Z0-9._+-]{0,63})")
+    .option("--model <ref>", "model reference (provider/model or alias; default: model/main)")
+    .option("--perm <triplet>", "capability ceiling, ---..rwx (default rwx)")
+    .option("--window <w>", "auto or a token count <= the model's limit (default auto)")
+    .option("--exec <program>", "install this program as agent/NAME (abi sdk-envelope-v1)")
+    .action((name: string, o: { model?: string; perm?: string; window?: string; exec?: string }) =>
+      guarded(`agent/${name}`, async () => {
+        const { createAgent } = await import("../store/agent_new.ts");
+        const path = createAgent(ctx.root(), name, {
+          ...o,
+          uid: Deno.uid() ?? 0,
+          gid: Deno.gid() ?? 0,
+        });
+        console.log(path);
+      })
+    );
+  // Later subcommands (chat send resume cancel history tsh watch attach start stop ...) go here.
+  for (const add of extra) add(agent, ctx);
+  return agent;
+}
+
+/** The default context: the root from --root (read lazily from the program) or CTX_ROOT. */
+export function agentContext(
+  program: Command,
+  env: Record<string, string | undefined>,
+): AgentContext {
+  return { root: () => treeRoot({ root: program.opts().root, env }), env };
+}

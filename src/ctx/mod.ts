@@ -1,0 +1,9 @@
+/** The `ctx` command implementations (cli/ctx.ts wires them to commander). */
+export { abiPath, hostPath, treeRoot } from "./root.ts";
+export { errorLine, guarded } from "./fail.ts";
+export { cat, ls, set } from "./files.ts";
+export { status } from "./status.ts";
+export { reportLines, storageUpdate } from "./storage.ts";
+export type { StorageUpdateArgs } from "./storage.ts";
+export { addAgentCommands, agentContext } from "./agent.ts";
+export type { AgentContext, AgentExtension } from "./agent.ts";

@@ -1,0 +1,39 @@
+/** `ctx status`: what the tree at CTX_ROOT is, from its `status` file and bootstrap state. */
+import { CtxError, toCtxError } from "../abi/errno.ts";
+
+function count(dir: string, keep: (e: Deno.DirEntry) => boolean): number {
+  try {
+    return [...Deno.readDirSync(dir)].filter(keep).length;
+  } catch {
+    return 0;
+  }
+}
+
+/** The `KEY=VALUE` lines `ctx status` prints. */
+export function status(root: string): string[] {
+  let text: string;
+  try {
+    text = Deno.readTextFileSync(`${root}/status`);
+  } catch (e) {
+    const err = toCtxError(e, `${root}/status`);
+    if (err.errno === "ENOENT") {
+      throw new CtxError(
+        "ENOENT",
+        "no CortexFS tree here (no status file); set CTX_ROOT or --root",
+        {
+          path: root,
+        },
+      );
+    }
+    throw err;
+  }
+  const out = [`root=${root}`, ...text.split("\n").filter((l) => l !== "")];
+  try {
+    const b = JSON.parse(Deno.readTextFileSync(`${root}/bin/cortexfs.bootstrap.json`));
+    if (typeof b?.tree_version === "number") out.push(`tree_version=${b.tree_version}`);
+  } catch { /* the mount may not project the bootstrap file */ }
+  const objects = (e: Deno.DirEntry) => !e.name.endsWith(".d") && !e.name.endsWith(".sock");
+  out.push(`agents=${count(`${root}/agent`, (e) => e.isFile && objects(e))}`);
+  out.push(`tools=${count(`${root}/tool`, (e) => e.isFile && objects(e))}`);
+  return out;
+}

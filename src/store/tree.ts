@@ -1,0 +1,250 @@
+/** The initial tree (tree_version 1): the frozen root, the built-in model, tools and the default agent. */
+import { CtxError, toCtxError } from "../abi/errno.ts";
+import { BUILTIN_TOOLS, toolEntry, toolPolicy } from "../tool/builtin.ts";
+import { ensureDir, replaceFile, syncDir } from "./atomic.ts";
+
+/** The root entries of every generation, in `ls` order of the spec; nothing else may sit at the root. */
+export const ROOT_ENTRIES = ["status", "bin", "model", "agent", "tool", "home", "shared"] as const;
+
+/** The shebang that marks inspectable object metadata (the runner is built in, the file is never code). */
+export const OBJECT_RUNNER = "#!/usr/bin/cortexfs-object-runner";
+
+/** The built-in test model and its known context limit (tokens). */
+export const ECHO_MODEL = { ref: "debug/echo", limit: 131072 } as const;
+
+/** The default agent's name and label. */
+export const DEFAULT_AGENT = { name: "coder", label: "user_u:agent_r:coder_t:s0" } as const;
+
+/** Who the tree is built for and when. */
+export interface TreeContext {
+  /** The creating uid: owner of the default agent and of `home/<uid>/`. */
+  uid: number;
+  /** The creating gid. */
+  gid: number;
+  /** Creation time, unix seconds (model metadata `created_at`). */
+  now: number;
+}
+
+/** The default first-system-message template (`prompt.template.md`); variables per spec-digest 11. */
+export const DEFAULT_TEMPLATE = `# CortexFS Agent System Prompt
+
+Time: {{current_time_unix}}
+Agent: {{agent}}
+
+## Runtime Contract
+
+{{runtime_contract}}
+
+## AGENT Instructions
+
+{{agent_instructions}}
+
+## Rules
+
+{{rules}}
+
+## Skills
+
+{{skills}}
+
+## Tool Injection
+
+{{tool_injection}}
+
+## History Messages
+
+{{history_messages}}
+`;
+
+/** `model/<p>/<m>` metadata text: the keys of spec-digest 4 (one-shot exec metadata). */
+export function modelEntry(
+  ref: string,
+  options: { limit: number | "unknown"; now: number },
+): string {
+  const name = ref.slice(ref.indexOf("/") + 1);
+  return [
+    OBJECT_RUNNER,
+    `id=${ref}`,
+    `name=${name}`,
+    `description=Built-in test model: answers with its input.`,
+    `type=model`,
+    `created_at=${options.now}`,
+    `owned_by=cortexfs`,
+    `context_length=${options.limit}`,
+    "",
+  ].join("\n");
+}
+
+/** `agent/<name>` metadata text of a model-backed agent (no program installed). */
+export function agentEntry(name: string): string {
+  return `${OBJECT_RUNNER}\nkind=agent\nname=${name}\n`;
+}
+
+/** The policy granting `subject` execute on every built-in tool and use of `model`. */
+export function defaultPolicy(subject: string, model: string): string {
+  const tools = BUILTIN_TOOLS.map((t) => `allow ${subject} tool:${t.name} execute\n`).join("");
+  return tools + `allow ${subject} model:${model} use\n`;
+}
+
+/** The controls of a new agent as `{control: bytes}`; callers override single values. */
+export function agentControls(
+  name: string,
+  options: {
+    uid: number;
+    gid: number;
+    label: string;
+    model: string;
+    perm: string;
+    window: string;
+    policyModel: string;
+  },
+): Record<string, string> {
+  const subject = options.label.split(":")[2];
+  return {
+    owner: `${options.uid}\n`,
+    uid: `${options.uid}\n`,
+    gid: `${options.gid}\n`,
+    groups: "",
+    label: `${options.label}\n`,
+    cwd: "/workspace\n",
+    env: "",
+    path: `/ctx/tool\n/ctx/home/${options.uid}/tool\n`,
+    mount: "",
+    model: `${options.model}\n`,
+    window: `${options.window}\n`,
+    perm: `${options.perm}\n`,
+    abi: "sdk-envelope-v1\n",
+    approval: "auto\n",
+    tools: "",
+    policy: defaultPolicy(subject, options.policyModel),
+    "system.md": `You are ${name}, an agent of CortexFS working in /workspace.\n`,
+    "prompt.template.md": DEFAULT_TEMPLATE,
+    "meta.json": `${JSON.stringify({ name })}\n`,
+    status: "dead\n",
+    pid: "",
+    log: "",
+  };
+}
+
+/** Writes `files` (`{name: bytes}`) into `dir` with atomic replaces, then fsyncs `dir`. */
+export function writeAll(
+  dir: string,
+  files: Record<string, string>,
+  options: { mode?: number; uid?: number; gid?: number } = {},
+): void {
+  for (const [name, data] of Object.entries(files)) {
+    replaceFile(`${dir}/${name}`, data, { mode: options.mode ?? 0o644, ...owner(options) });
+  }
+  syncDir(dir);
+}
+
+function owner(o: { uid?: number; gid?: number }): { uid?: number; gid?: number } {
+  return o.uid === undefined ? {} : { uid: o.uid, gid: o.gid };
+}
+
+/** Makes a directory with an exact mode and owner (root only changes ownership). */
+export function makeDir(
+  dir: string,
+  options: { mode?: number; uid?: number; gid?: number } = {},
+): void {
+  ensureDir(dir, options.mode ?? 0o755);
+  Deno.chmodSync(dir, options.mode ?? 0o755);
+  if (options.uid !== undefined && Deno.uid() === 0) {
+    Deno.chownSync(dir, options.uid, options.gid ?? options.uid);
+  }
+}
+
+/** Makes `home/<uid>/` and the skeleton of one agent home below it. */
+export function makeAgentHome(root: string, name: string, ctx: { uid: number; gid: number }): void {
+  const id = { uid: ctx.uid, gid: ctx.gid };
+  const home = `${root}/home/${ctx.uid}`;
+  for (const d of [home, `${home}/agent`, `${home}/model`, `${home}/tool`]) {
+    try {
+      Deno.statSync(d);
+    } catch {
+      makeDir(d, { mode: 0o755, ...id });
+    }
+  }
+  // Agent homes hold shell state and sessions: private to the agent's identity.
+  makeDir(`${home}/agent/${name}`, { mode: 0o700, ...id });
+  makeDir(`${home}/agent/${name}/session`, { mode: 0o700, ...id });
+  syncDir(`${home}/agent`);
+}
+
+/**
+ * Builds the initial tree into the empty directory `dir` (migration 1, `initial-tree`).
+ * `bin/cortexfs.bootstrap.json` is not written here: the update writes it last.
+ */
+export function buildInitialTree(dir: string, ctx: TreeContext): void {
+  let entries: string[];
+  try {
+    entries = [...Deno.readDirSync(dir)].map((e) => e.name);
+  } catch (e) {
+    throw toCtxError(e, dir);
+  }
+  if (entries.length > 0) {
+    throw new CtxError("EEXIST", `initial-tree needs an empty directory, found "${entries[0]}"`, {
+      path: dir,
+    });
+  }
+  replaceFile(`${dir}/status`, "state=offline\n", { mode: 0o444 });
+  for (const d of ["bin", "model", "agent", "tool", "home", "shared"]) makeDir(`${dir}/${d}`);
+
+  // The built-in model and its alias `main`.
+  const [provider] = ECHO_MODEL.ref.split("/");
+  makeDir(`${dir}/model/${provider}`);
+  makeDir(`${dir}/model/${ECHO_MODEL.ref}.d`);
+  writeAll(`${dir}/model/${ECHO_MODEL.ref}.d`, {
+    driver: "debug\n",
+    cap: "chat\nstream\n",
+    limit: `${ECHO_MODEL.limit}\n`,
+    fallback: "",
+    session: "none\n",
+    effort: "auto\n",
+  });
+  replaceFile(
+    `${dir}/model/${ECHO_MODEL.ref}`,
+    modelEntry(ECHO_MODEL.ref, { ...ctx, ...ECHO_MODEL }),
+    {
+      mode: 0o555,
+    },
+  );
+  Deno.symlinkSync(ECHO_MODEL.ref, `${dir}/model/main`);
+  syncDir(`${dir}/model`);
+
+  // The six built-in tools: controls first, the executable entry last.
+  for (const t of BUILTIN_TOOLS) {
+    makeDir(`${dir}/tool/${t.name}.d`);
+    writeAll(`${dir}/tool/${t.name}.d`, {
+      name: `${t.name}\n`,
+      description: `${t.description}\n`,
+      schema: `${JSON.stringify(t.schema, null, 2)}\n`,
+      cap: t.cap.map((c) => `${c}\n`).join(""),
+      policy: toolPolicy(t),
+      status: "ready\n",
+      log: "",
+    });
+    replaceFile(`${dir}/tool/${t.name}`, toolEntry(t), { mode: 0o755 });
+  }
+
+  // The default agent, owned by the creating uid; its entry is written after its controls.
+  const id = { uid: ctx.uid, gid: ctx.gid };
+  const name = DEFAULT_AGENT.name;
+  makeDir(`${dir}/agent/${name}.d`, { mode: 0o755, ...id });
+  writeAll(
+    `${dir}/agent/${name}.d`,
+    agentControls(name, {
+      ...id,
+      label: DEFAULT_AGENT.label,
+      model: ECHO_MODEL.ref,
+      perm: "rwx",
+      window: "auto",
+      policyModel: ECHO_MODEL.ref,
+    }),
+    id,
+  );
+  replaceFile(`${dir}/agent/${name}`, agentEntry(name), { mode: 0o755, ...id });
+  makeAgentHome(dir, name, id);
+  syncDir(`${dir}/agent`);
+  syncDir(dir);
+}
