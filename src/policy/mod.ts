@@ -1,0 +1,12 @@
+/** The public face of src/policy: policy v0 evaluation, the perm ceiling and authorize(). */
+export {
+  type AllowedTool,
+  authorize,
+  type AuthorizeOptions,
+  networkAllowed,
+  type Request,
+  type Verdict,
+} from "./authorize.ts";
+export { allows, type Ask, ruleText } from "./rules.ts";
+export { type Letter, letterOf, SHELL_TOOLS } from "./perm.ts";
+export { type AgentControls, readControls } from "./view.ts";

@@ -1,0 +1,223 @@
+/** Runs a profile under bubblewrap: no fd above 2 leaks in, and a --block-fd gate holds the command until the receipt is recorded. */
+import { CtxError } from "../abi/errno.ts";
+import { type HostLayout, hostLayout, profile, type SandboxSpec } from "./profile.ts";
+import { bootId, type Receipt, startTime } from "./receipt.ts";
+
+/** Options for {@link launch}. */
+export interface LaunchOptions {
+  /** Bytes given to the command's stdin after the gate opens (default: none, EOF). */
+  stdin?: Uint8Array;
+  /** Aborting kills the sandbox init, which takes the whole pid namespace with it. */
+  signal?: AbortSignal;
+  /** Bytes kept of stdout and of stderr each; the rest is drained and counted (default 1 MiB). */
+  limit?: number;
+  /** Called with the receipt before the command is released. */
+  onReceipt?: (r: Receipt) => void;
+  /** Host layout override (tests). */
+  layout?: HostLayout;
+  /** Kill the sandbox when the launching thread exits (default true). */
+  dieWithParent?: boolean;
+}
+
+/** The outcome of one sandboxed command. */
+export interface LaunchResult {
+  /** The receipt recorded before release. */
+  receipt: Receipt;
+  /** The command's exit code (bwrap passes it through); 128+n for a signal. */
+  code: number;
+  /** Bounded stdout and stderr. */
+  stdout: Uint8Array;
+  stderr: Uint8Array;
+  /** True when either stream exceeded the limit. */
+  truncated: boolean;
+}
+
+// Closes every inherited fd above 2 (Deno's node:net listener is not close-on-exec: platform-notes),
+// then makes fd 3 (bwrap --info-fd) a copy of stdout and fd 4 (--block-fd) a copy of stdin.
+// bwrap closes 3 and 4 in the child, so the command starts with exactly fds 0-2.
+const GATE = `for p in /proc/$$/fd/*; do n=\${p##*/}; if [ "$n" -gt 2 ]; then exec {n}>&-; fi; done
+exec 3>&1 4<&0
+exec "$@"`;
+
+let cachedLayout: HostLayout | undefined;
+
+/** The argv that runs `spec` (setpriv drops to the agent identity when the launcher is root). */
+export function launchArgv(
+  spec: SandboxSpec,
+  options: { dataDir: string; layout: HostLayout; dieWithParent?: boolean },
+): { argv: string[]; data: Record<string, string> } {
+  const p = profile(spec, options);
+  const argv = ["/bin/bash", "-c", GATE, "cortexfs-gate"];
+  if (Deno.uid() === 0) {
+    const groups = spec.groups ?? [];
+    argv.push(
+      "setpriv",
+      `--reuid=${spec.uid}`,
+      `--regid=${spec.gid}`,
+      groups.length ? `--groups=${groups.join(",")}` : "--clear-groups",
+      "--",
+    );
+  } else if (spec.uid !== Deno.uid()) {
+    throw new CtxError(
+      "EPERM",
+      `cannot run agent uid ${spec.uid} from uid ${Deno.uid()} without root`,
+    );
+  }
+  argv.push("bwrap", ...p.args, "--info-fd", "3", "--block-fd", "4", "--", ...p.command);
+  return { argv, data: p.data };
+}
+
+/** Reads a stream keeping at most `limit` bytes; reports whether anything was dropped. */
+async function bounded(
+  stream: ReadableStream<Uint8Array>,
+  limit: number,
+): Promise<{ bytes: Uint8Array; truncated: boolean }> {
+  const parts: Uint8Array[] = [];
+  let kept = 0, truncated = false;
+  for await (const chunk of stream) {
+    const room = limit - kept;
+    if (chunk.length > room) truncated = true;
+    if (room > 0) {
+      const part = chunk.length > room ? chunk.subarray(0, room) : chunk;
+      parts.push(part);
+      kept += part.length;
+    }
+  }
+  return { bytes: concat(parts), truncated };
+}
+
+function concat(parts: Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let off = 0;
+  for (const p of parts) {
+    out.set(p, off);
+    off += p.length;
+  }
+  return out;
+}
+
+/** Splits bwrap's info JSON (`{...}\n`, always first on stdout: the command is still gated) from the rest. */
+function splitInfo(buf: Uint8Array): { info: { "child-pid": number }; rest: Uint8Array } | null {
+  const end = new TextDecoder().decode(buf).indexOf("\n}\n");
+  if (end < 0) return null;
+  const n = end + 3;
+  const info = JSON.parse(new TextDecoder().decode(buf.subarray(0, n)));
+  if (!Number.isInteger(info?.["child-pid"])) {
+    throw new CtxError("EIO", "bwrap info has no child-pid");
+  }
+  return { info, rest: buf.subarray(n) };
+}
+
+/**
+ * Runs `spec.command` in the sandbox. The gate: bwrap reports its init pid on fd 3, the launcher
+ * records the pid and its /proc start time (the receipt), and only then writes the one byte on
+ * fd 4 that releases the command.
+ */
+export async function launch(
+  spec: SandboxSpec,
+  options: LaunchOptions = {},
+): Promise<LaunchResult> {
+  const limit = options.limit ?? 1 << 20;
+  const layout = options.layout ?? (cachedLayout ??= hostLayout());
+  const dataDir = await Deno.makeTempDir({ prefix: "cortexfs-sbx-" });
+  try {
+    // bwrap runs as the agent uid: it must be able to read the synthetic passwd/group.
+    await Deno.chmod(dataDir, 0o711);
+    const { argv, data } = launchArgv(spec, {
+      dataDir,
+      layout,
+      dieWithParent: options.dieWithParent,
+    });
+    for (const [name, text] of Object.entries(data)) {
+      await Deno.writeTextFile(`${dataDir}/${name}`, text, { mode: 0o444 });
+      await Deno.chmod(`${dataDir}/${name}`, 0o444);
+    }
+    const child = new Deno.Command(argv[0], {
+      args: argv.slice(1),
+      clearEnv: true,
+      env: { PATH: "/usr/bin:/bin" },
+      stdin: "piped",
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+    let receipt: Receipt | undefined;
+    const onAbort = () => {
+      try {
+        if (receipt) Deno.kill(receipt.pid, "SIGKILL");
+        child.kill("SIGKILL");
+      } catch { /* already gone */ }
+    };
+    options.signal?.addEventListener("abort", onAbort, { once: true });
+    const errP = bounded(child.stderr, limit);
+    const writer = child.stdin.getWriter();
+    try {
+      // One pass over stdout: bwrap's info JSON first (the command is still gated), then the
+      // command's own bytes, bounded.
+      let head: Uint8Array = new Uint8Array(0);
+      const body: Uint8Array[] = [];
+      let kept = 0, outTruncated = false;
+      for await (const chunk of child.stdout) {
+        if (receipt) {
+          const room = limit - kept;
+          if (chunk.length > room) outTruncated = true;
+          if (room > 0) body.push(chunk.subarray(0, room));
+          kept += Math.min(room, chunk.length);
+          continue;
+        }
+        head = concat([head, chunk]);
+        const s = splitInfo(head);
+        if (!s) continue;
+        const pid = s.info["child-pid"];
+        receipt = { pid, start: startTime(pid), launcher: child.pid, boot: bootId() };
+        options.onReceipt?.(receipt);
+        if (options.signal?.aborted) onAbort();
+        body.push(s.rest.subarray(0, limit));
+        kept = Math.min(limit, s.rest.length);
+        outTruncated = s.rest.length > limit;
+        // The one byte bwrap --block-fd waits for; a command that exits early may close stdin.
+        await writer.write(new Uint8Array([0x67])).catch(() => {});
+        if (options.stdin?.length) await writer.write(options.stdin).catch(() => {});
+        await writer.close().catch(() => {});
+      }
+      const out = { bytes: concat(body), truncated: outTruncated };
+      const [status, err] = await Promise.all([child.status, errP]);
+      if (!receipt) {
+        const msg = new TextDecoder().decode(err.bytes).trim();
+        throw new CtxError(
+          "EIO",
+          `bubblewrap could not start the sandbox: ${msg || `exit ${status.code}`}`,
+        );
+      }
+      if (options.signal?.aborted) {
+        throw new CtxError("ECANCELED", "sandboxed command cancelled");
+      }
+      return {
+        receipt,
+        code: status.signal
+          ? 128 + (Deno.build.os === "linux" ? signum(status.signal) : 0)
+          : status.code,
+        stdout: out.bytes,
+        stderr: err.bytes,
+        truncated: out.truncated || err.truncated,
+      };
+    } finally {
+      options.signal?.removeEventListener("abort", onAbort);
+      await writer.close().catch(() => {});
+    }
+  } finally {
+    await Deno.remove(dataDir, { recursive: true }).catch(() => {});
+  }
+}
+
+function signum(s: Deno.Signal): number {
+  const table: Record<string, number> = {
+    SIGHUP: 1,
+    SIGINT: 2,
+    SIGQUIT: 3,
+    SIGKILL: 9,
+    SIGSEGV: 11,
+    SIGPIPE: 13,
+    SIGTERM: 15,
+  };
+  return table[s] ?? 0;
+}

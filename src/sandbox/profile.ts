@@ -1,0 +1,181 @@
+/** The one bubblewrap profile builder: a pure transform from (command, view) to a bwrap argv. */
+import { CtxError } from "../abi/errno.ts";
+
+/** One extra bind mount. */
+export interface Bind {
+  /** Host path. */
+  src: string;
+  /** Path inside the sandbox. */
+  dst: string;
+  /** `ro` or `rw`. */
+  mode: "ro" | "rw";
+}
+
+/** What the host offers to the sandbox (see {@link hostLayout}): system dirs and /etc entries. */
+export interface HostLayout {
+  /** Top-level names that are symlinks on the host (`bin -> usr/bin` on merged-/usr systems). */
+  links: Record<string, string>;
+  /** Top-level system directories bound read-only (`usr`, and `bin`/`lib` when they are real dirs). */
+  dirs: string[];
+  /** `/etc` entries that exist on the host and are safe to show (never passwd, shadow, profile). */
+  etc: string[];
+}
+
+/** Everything the profile needs: identity, the view's mounts, the environment and the command. */
+export interface SandboxSpec {
+  /** Host path of the /ctx tree (the mount, or a storage generation), bound read-only. */
+  ctx: string;
+  /** Host directory bound read-write at /workspace (the start directory). */
+  workspace: string;
+  /** Host directory backing HOME=/home/agent (`home/<uid>/agent/<name>`). */
+  home: string;
+  /** Agent uid, gid and supplementary groups. */
+  uid: number;
+  gid: number;
+  groups?: number[];
+  /** Login name for the synthetic passwd entry; default `agent`. */
+  user?: string;
+  /** True only when policy grants `network:default connect`. */
+  network: boolean;
+  /** The process environment inside, exactly (built from empty). */
+  env: Record<string, string>;
+  /** Extra binds, applied after the standard ones (e.g. the deno binary and the tsh bundle). */
+  binds?: Bind[];
+  /** When the workspace holds a `.git` file (a worktree), the gitdir it names, host path. */
+  gitdir?: string;
+  /** True when `<workspace>/.git` exists (it is then over-mounted read-only). */
+  git?: boolean;
+  /** argv of the command to run inside. */
+  command: string[];
+}
+
+/** Options for {@link profile}. */
+export interface ProfileOptions {
+  /** Host directory holding the synthetic `passwd` and `group` written by the launcher. */
+  dataDir: string;
+  /** The host layout; tests may pass a fixed one. */
+  layout: HostLayout;
+  /** Kill the sandbox when the launching thread exits (default true; wrong for long-lived services). */
+  dieWithParent?: boolean;
+  /** setsid inside (default true; a PTY session must pass false to keep its controlling tty). */
+  newSession?: boolean;
+}
+
+/** A built profile: the bwrap arguments (before `--`), the command, and the data files to write. */
+export interface Profile {
+  /** bwrap arguments, not including the gate fds or the command. */
+  args: string[];
+  /** The command run inside. */
+  command: string[];
+  /** Files the launcher writes under dataDir before spawning: name -> content. */
+  data: Record<string, string>;
+}
+
+const SAFE_ETC = [
+  "alternatives",
+  "ca-certificates",
+  "ca-certificates.conf",
+  "host.conf",
+  "hosts",
+  "inputrc",
+  "ld.so.cache",
+  "ld.so.conf",
+  "ld.so.conf.d",
+  "localtime",
+  "mime.types",
+  "nsswitch.conf",
+  "protocols",
+  "services",
+  "ssl",
+];
+const NET_ETC = ["gai.conf", "resolv.conf"];
+
+/** Reads which system dirs and /etc entries this host has (the only impure part of profiling). */
+export function hostLayout(): HostLayout {
+  const links: Record<string, string> = {};
+  const dirs: string[] = [];
+  for (const name of ["usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32"]) {
+    try {
+      const st = Deno.lstatSync(`/${name}`);
+      if (st.isSymlink) links[name] = Deno.readLinkSync(`/${name}`);
+      else if (st.isDirectory) dirs.push(name);
+    } catch { /* absent on this host */ }
+  }
+  const etc = [...SAFE_ETC, ...NET_ETC].filter((e) => {
+    try {
+      Deno.statSync(`/etc/${e}`);
+      return true;
+    } catch {
+      return false;
+    }
+  });
+  return { links, dirs, etc };
+}
+
+function absolute(p: string, what: string): string {
+  if (!p.startsWith("/") || p.includes("\0") || p.split("/").includes("..")) {
+    throw new CtxError("EINVAL", `sandbox ${what} must be an absolute path without "..": "${p}"`);
+  }
+  return p;
+}
+
+/** The synthetic passwd/group: the agent and nobody, nothing of the host's accounts. */
+function accounts(spec: SandboxSpec): Record<string, string> {
+  const user = spec.user ?? "agent";
+  const extra = (spec.groups ?? []).filter((g) => g !== spec.gid && g !== 65534);
+  return {
+    passwd: `${user}:x:${spec.uid}:${spec.gid}:CortexFS agent:/home/agent:/bin/bash\n` +
+      `nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n`,
+    group: `${user}:x:${spec.gid}:\n` + extra.map((g) => `g${g}:x:${g}:${user}\n`).join("") +
+      `nogroup:x:65534:\n`,
+  };
+}
+
+/**
+ * Builds the bwrap profile: user, pid, ipc, uts, cgroup and (unless granted) network namespaces;
+ * system dirs read-only; /ctx read-only; HOME and /workspace read-write with `.git` read-only on
+ * top; an environment of exactly `spec.env`. Fails closed (EINVAL) on a path it cannot express.
+ */
+export function profile(spec: SandboxSpec, options: ProfileOptions): Profile {
+  const { layout } = options;
+  const a: string[] = ["--unshare-all", "--unshare-user"];
+  if (spec.network) a.push("--share-net");
+  if (options.dieWithParent ?? true) a.push("--die-with-parent");
+  if (options.newSession ?? true) a.push("--new-session");
+  a.push("--uid", String(spec.uid), "--gid", String(spec.gid), "--hostname", "cortexfs");
+  for (const d of layout.dirs) a.push("--ro-bind", `/${d}`, `/${d}`);
+  for (const [name, target] of Object.entries(layout.links)) {
+    a.push("--symlink", target, `/${name}`);
+  }
+  for (const e of layout.etc) {
+    if (NET_ETC.includes(e) && !spec.network) continue;
+    a.push("--ro-bind", `/etc/${e}`, `/etc/${e}`);
+  }
+  const dataDir = absolute(options.dataDir, "data dir");
+  a.push("--ro-bind", `${dataDir}/passwd`, "/etc/passwd");
+  a.push("--ro-bind", `${dataDir}/group`, "/etc/group");
+  a.push("--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/run");
+  a.push("--ro-bind", absolute(spec.ctx, "ctx root"), "/ctx");
+  a.push("--bind", absolute(spec.home, "home"), "/home/agent");
+  const ws = absolute(spec.workspace, "workspace");
+  a.push("--bind", ws, "/workspace");
+  // Protected paths stay read-only under the writable root (codex-rs habit; a seed design test).
+  if (spec.git) a.push("--ro-bind", `${ws}/.git`, "/workspace/.git");
+  if (spec.gitdir) a.push("--ro-bind", absolute(spec.gitdir, "gitdir"), spec.gitdir);
+  for (const b of spec.binds ?? []) {
+    a.push(
+      b.mode === "rw" ? "--bind" : "--ro-bind",
+      absolute(b.src, "bind"),
+      absolute(b.dst, "bind"),
+    );
+  }
+  a.push("--chdir", "/workspace", "--cap-drop", "ALL", "--clearenv");
+  for (const [k, v] of Object.entries(spec.env)) {
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(k) || v.includes("\0")) {
+      throw new CtxError("EINVAL", `sandbox environment entry "${k}" is not a valid variable`);
+    }
+    a.push("--setenv", k, v);
+  }
+  if (spec.command.length === 0) throw new CtxError("EINVAL", "sandbox command is empty");
+  return { args: a, command: [...spec.command], data: accounts(spec) };
+}

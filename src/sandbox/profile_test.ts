@@ -1,0 +1,104 @@
+/** profile() is a pure transform: whole-argv assertions with a fixed host layout. */
+import { assertEquals, assertThrows } from "../../tests/assert.ts";
+import { CtxError } from "../abi/errno.ts";
+import { profile, type SandboxSpec } from "./profile.ts";
+
+const layout = { links: { bin: "usr/bin" }, dirs: ["usr"], etc: ["hosts", "resolv.conf"] };
+const spec: SandboxSpec = {
+  ctx: "/s/current",
+  workspace: "/w",
+  home: "/s/current/home/0/agent/coder",
+  uid: 1000,
+  gid: 1000,
+  groups: [1000, 27],
+  network: false,
+  env: { HOME: "/home/agent" },
+  git: true,
+  command: ["/bin/true"],
+};
+
+Deno.test("profile() builds the whole bwrap argv: namespaces, read-only system, /ctx ro, .git ro, empty env", () => {
+  const p = profile(spec, { dataDir: "/d", layout });
+  assertEquals(p.args, [
+    "--unshare-all",
+    "--unshare-user",
+    "--die-with-parent",
+    "--new-session",
+    "--uid",
+    "1000",
+    "--gid",
+    "1000",
+    "--hostname",
+    "cortexfs",
+    "--ro-bind",
+    "/usr",
+    "/usr",
+    "--symlink",
+    "usr/bin",
+    "/bin",
+    "--ro-bind",
+    "/etc/hosts",
+    "/etc/hosts",
+    "--ro-bind",
+    "/d/passwd",
+    "/etc/passwd",
+    "--ro-bind",
+    "/d/group",
+    "/etc/group",
+    "--proc",
+    "/proc",
+    "--dev",
+    "/dev",
+    "--tmpfs",
+    "/tmp",
+    "--tmpfs",
+    "/run",
+    "--ro-bind",
+    "/s/current",
+    "/ctx",
+    "--bind",
+    "/s/current/home/0/agent/coder",
+    "/home/agent",
+    "--bind",
+    "/w",
+    "/workspace",
+    "--ro-bind",
+    "/w/.git",
+    "/workspace/.git",
+    "--chdir",
+    "/workspace",
+    "--cap-drop",
+    "ALL",
+    "--clearenv",
+    "--setenv",
+    "HOME",
+    "/home/agent",
+  ]); // deno-fmt-ignore
+  assertEquals(p.data, {
+    passwd: "agent:x:1000:1000:CortexFS agent:/home/agent:/bin/bash\n" +
+      "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+    group: "agent:x:1000:\ng27:x:27:agent\nnogroup:x:65534:\n",
+  });
+});
+
+Deno.test("profile() shares the network (and resolv.conf) only when granted", () => {
+  const p = profile({ ...spec, network: true }, { dataDir: "/d", layout });
+  assertEquals(p.args.slice(0, 3), ["--unshare-all", "--unshare-user", "--share-net"]);
+  assertEquals(p.args.includes("/etc/resolv.conf"), true);
+});
+
+Deno.test("profile() fails closed on paths and variables it cannot express", () => {
+  const e = assertThrows(
+    () => profile({ ...spec, workspace: "w" }, { dataDir: "/d", layout }),
+    CtxError,
+  );
+  assertEquals([e.errno, e.message], [
+    "EINVAL",
+    'sandbox workspace must be an absolute path without "..": "w"',
+  ]);
+  const v = assertThrows(
+    () => profile({ ...spec, env: { "A-B": "x" } }, { dataDir: "/d", layout }),
+    CtxError,
+  );
+  assertEquals(v.errno, "EINVAL");
+});

@@ -1,0 +1,49 @@
+/** Launch receipts: which host process is a sandbox's init, proven by its /proc start time. */
+import { CtxError } from "../abi/errno.ts";
+
+/** What the launcher recorded before releasing the sandboxed command. */
+export interface Receipt {
+  /** Host pid of the sandbox init (bwrap's `child-pid`): killing it ends the whole namespace. */
+  pid: number;
+  /** Field 22 of `/proc/<pid>/stat` (clock ticks since boot), as text to keep it exact. */
+  start: string;
+  /** Host pid of the bwrap launcher process. */
+  launcher: number;
+  /** `/proc/sys/kernel/random/boot_id`: a receipt from an earlier boot proves nothing. */
+  boot: string;
+}
+
+/** The start time (field 22) of a process, parsed after the last `)` because comm may hold spaces. */
+export function startTime(pid: number): string {
+  let text: string;
+  try {
+    text = Deno.readTextFileSync(`/proc/${pid}/stat`);
+  } catch (e) {
+    throw new CtxError("ESRCH", `process ${pid} has no /proc entry`, { cause: e });
+  }
+  const rest = text.slice(text.lastIndexOf(")") + 2).split(" ");
+  // rest[0] is field 3 (state), so field 22 is rest[19].
+  const v = rest[19];
+  if (!v || !/^\d+$/.test(v)) throw new CtxError("EIO", `cannot parse /proc/${pid}/stat`);
+  return v;
+}
+
+/** The kernel's boot id. */
+export function bootId(): string {
+  return Deno.readTextFileSync("/proc/sys/kernel/random/boot_id").trim();
+}
+
+/** The state letter (field 3) of a process: R, S, D, Z (zombie), ... */
+export function procState(pid: number): string {
+  const text = Deno.readTextFileSync(`/proc/${pid}/stat`);
+  return text.slice(text.lastIndexOf(")") + 2).split(" ")[0];
+}
+
+/** True when the receipt's process still runs (not a zombie) with the same start time on this boot. */
+export function receiptLive(r: Receipt): boolean {
+  try {
+    return bootId() === r.boot && startTime(r.pid) === r.start && !"ZX".includes(procState(r.pid));
+  } catch {
+    return false;
+  }
+}

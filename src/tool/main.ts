@@ -1,0 +1,116 @@
+/** tsh's program: flags, the view from the allowlisted environment, one-shot, --json frames and the REPL. */
+import { TSH_ENV } from "../sandbox/env.ts";
+import { operate, type ShellContext, words } from "./shell.ts";
+import { ctxPathFor, mapView } from "./resolve.ts";
+import type { ToolResult } from "./result.ts";
+
+const USAGE = `usage: tsh [--json] [--root PATH] [--limit BYTES] [TOOL|BUILTIN [ARGS...]]
+With no operation tsh reads commands from a line-editing prompt. Tools resolve through CTX_PATH only.
+`;
+
+/** The only variables tsh reads (its Deno permission set allows nothing else). */
+function readEnv(): Record<string, string | undefined> {
+  const env: Record<string, string | undefined> = {};
+  for (const k of TSH_ENV) env[k] = Deno.env.get(k);
+  return env;
+}
+
+/** Builds tsh's context from its environment and flags. */
+export function context(
+  env: Record<string, string | undefined>,
+  options: { root?: string; limit?: number } = {},
+): ShellContext {
+  const root = options.root ?? env.CTX_ROOT ?? "/ctx";
+  const m = /\/home\/(\d+)$/.exec(env.CTX_HOME ?? "");
+  const uid = m ? Number(m[1]) : Deno.uid() ?? 0;
+  let tshrc: string | null = null;
+  if (!env.CTX_AGENT) {
+    const rc = mapView(root, `/ctx/home/${uid}/.tshrc`);
+    try {
+      if (rc) tshrc = Deno.readTextFileSync(rc);
+    } catch { /* no .tshrc */ }
+  }
+  return {
+    root,
+    agent: env.CTX_AGENT || undefined,
+    uid,
+    ctxPath: ctxPathFor(env, { tshrc, uid }),
+    home: env.HOME,
+    env,
+    limit: options.limit ?? 16384,
+  };
+}
+
+function print(r: ToolResult): void {
+  const out = r.status === "ok" || r.errno === undefined ? Deno.stdout : Deno.stderr;
+  out.writeSync(new TextEncoder().encode(r.content));
+  if (r.truncated) Deno.stderr.writeSync(new TextEncoder().encode("tsh: output truncated\n"));
+}
+
+function frame(f: Record<string, unknown>): void {
+  Deno.stdout.writeSync(new TextEncoder().encode(JSON.stringify(f) + "\n"));
+}
+
+async function repl(ctx: ShellContext): Promise<number> {
+  // Loaded only for the REPL: node compatibility costs start-up time on every one-shot run.
+  const { default: process } = await import("node:process");
+  const { createInterface } = await import("node:readline");
+  const rl = createInterface({
+    input: process.stdin,
+    output: process.stdout,
+    terminal: Deno.stdin.isTerminal(),
+    prompt: "tsh> ",
+  });
+  let code = 0;
+  rl.prompt();
+  for await (const line of rl) {
+    const args = words(line);
+    if (args[0] === "exit") break;
+    if (args.length) {
+      const r = await operate(args, ctx);
+      print(r);
+      code = r.exitCode;
+    }
+    rl.prompt();
+  }
+  rl.close();
+  return code;
+}
+
+/** Runs tsh with `argv`; returns the exit code (the tool's own). */
+export async function tshMain(argv: string[]): Promise<number> {
+  let json = false, root: string | undefined, limit: number | undefined;
+  let i = 0;
+  for (; i < argv.length; i++) {
+    const a = argv[i];
+    if (a === "--json") json = true;
+    else if (a === "--root" && i + 1 < argv.length) root = argv[++i];
+    else if (a === "--limit" && i + 1 < argv.length) limit = Number(argv[++i]);
+    else if (a === "-h" || a === "--help") {
+      Deno.stdout.writeSync(new TextEncoder().encode(USAGE));
+      return 0;
+    } else if (a === "--") {
+      i++;
+      break;
+    } else break;
+  }
+  if (limit !== undefined && !(Number.isInteger(limit) && limit > 0)) {
+    Deno.stderr.writeSync(
+      new TextEncoder().encode(`tsh: EINVAL: --limit must be a positive integer\n`),
+    );
+    return 2;
+  }
+  const ctx = context(readEnv(), { root, limit });
+  const args = argv.slice(i);
+  if (args.length === 0 && !json) return await repl(ctx);
+  if (json) {
+    frame({ type: "start", agent: ctx.agent ?? null });
+    frame({ type: "tool_call", name: args[0] ?? "tsh", args: args.slice(1) });
+  }
+  const r = await operate(args, ctx);
+  if (json) {
+    frame({ type: "tool_result", ...r });
+    frame({ type: "done", status: r.status });
+  } else print(r);
+  return r.exitCode;
+}

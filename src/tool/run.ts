@@ -1,0 +1,144 @@
+/** runTsh: one tsh operation for an agent, run as tsh inside a fresh bubblewrap sandbox. */
+import { CtxError, toCtxError } from "../abi/errno.ts";
+import { authorize, networkAllowed } from "../policy/authorize.ts";
+import { readControls } from "../policy/view.ts";
+import { agentEnv } from "../sandbox/env.ts";
+import { launch } from "../sandbox/launch.ts";
+import { requireSandbox } from "../sandbox/doctor.ts";
+import type { Receipt } from "../sandbox/receipt.ts";
+import { workspaceGit } from "../sandbox/workspace.ts";
+import { ensureDir } from "../store/atomic.ts";
+import permissions from "../../packaging/permissions.json" with { type: "json" };
+import { tshBundle } from "./bundle.ts";
+import { failed, type ToolResult } from "./result.ts";
+import { defaultCtxPath } from "./resolve.ts";
+
+/** Options for {@link runTsh}. */
+export interface RunOptions {
+  /** Host path of the /ctx tree (the mount, or a storage generation). */
+  root: string;
+  /** Agent name. */
+  agent: string;
+  /** The calling client's uid (its CTX_HOME). */
+  uid: number;
+  /** Host directory bound at /workspace (the client's cwd, read by the daemon from /proc). */
+  workspace: string;
+  /** Session name (reserved for the runtime's records; tsh state is per agent home). */
+  session?: string;
+  /** Cancels the run: the sandbox init is killed. */
+  signal?: AbortSignal;
+  /** Tool output bound in bytes (default 16384). */
+  limit?: number;
+  /** Host path backing HOME; default `<root>/home/<uid>/agent/<agent>` (pass it when root is read-only). */
+  home?: string;
+  /** The tsh bundle and the deno binary bound into the sandbox (defaults: built here, this deno). */
+  bundle?: string;
+  deno?: string;
+  /** Receives the launch receipt before the command is released. */
+  onReceipt?: (r: Receipt) => void;
+}
+
+const TSH_BUILTINS = [
+  "help",
+  "tools",
+  "which",
+  "load",
+  "unload",
+  "loads",
+  "pin",
+  "unpin",
+  "pins",
+  "exit",
+];
+
+/** Where deno itself and the bundle appear inside the sandbox. */
+export const SANDBOX_DENO = "/opt/cortexfs/bin/deno";
+export const SANDBOX_TSH = "/opt/cortexfs/lib/tsh.js";
+
+/** Deno's own needs: a private cache on the sandbox tmpfs, no update check, no colour. These
+ * reach the deno process only; tsh cannot read them (not in its --allow-env) and never passes
+ * them on: tool environments are rebuilt from the allowlist. */
+const DENO_ENV = { DENO_DIR: "/tmp/.deno", DENO_NO_UPDATE_CHECK: "1", NO_COLOR: "1" };
+
+/**
+ * Runs `tsh --json ARGS` for `agent` inside its sandbox and returns the tool result. A tool run
+ * is authorized here first (so a denied call spawns nothing) and again by tsh inside.
+ */
+export async function runTsh(args: string[], options: RunOptions): Promise<ToolResult> {
+  const name = args[0] ?? "tsh";
+  try {
+    await requireSandbox();
+    const root = Deno.realPathSync(options.root);
+    const agent = readControls(root, options.agent);
+    if (args.length && !TSH_BUILTINS.includes(args[0])) {
+      const v = authorize({ agent: options.agent, tool: args[0], root, uid: options.uid });
+      if (!v.allow) return failed(name, new CtxError(v.errno, v.reason));
+    }
+    const home = options.home ?? `${root}/home/${options.uid}/agent/${options.agent}`;
+    try {
+      Deno.statSync(home);
+    } catch {
+      // A home made here belongs to the agent identity: bwrap binds it as that uid.
+      ensureDir(home.slice(0, home.lastIndexOf("/")), 0o755);
+      ensureDir(home, 0o700);
+      if (Deno.uid() === 0) Deno.chownSync(home, agent.uid, agent.gid);
+    }
+    const workspace = Deno.realPathSync(options.workspace);
+    const limit = options.limit ?? 16384;
+    const bundle = options.bundle ?? await tshBundle({ deno: options.deno });
+    const deno = options.deno ?? Deno.execPath();
+    const env = agentEnv({
+      agent: options.agent,
+      subject: agent.subject,
+      uid: options.uid,
+      ctxPath: agent.path ?? defaultCtxPath(options.uid),
+    });
+    const res = await launch({
+      ctx: root,
+      workspace,
+      home,
+      uid: agent.uid,
+      gid: agent.gid,
+      groups: agent.groups,
+      network: networkAllowed(agent),
+      env: { ...env, ...DENO_ENV },
+      binds: [
+        { src: deno, dst: SANDBOX_DENO, mode: "ro" },
+        { src: bundle, dst: SANDBOX_TSH, mode: "ro" },
+      ],
+      ...workspaceGit(workspace),
+      command: [
+        SANDBOX_DENO,
+        "run",
+        "--quiet",
+        "--no-config",
+        "--no-lock",
+        "--no-remote",
+        "--no-npm",
+        ...permissions.tsh,
+        SANDBOX_TSH,
+        "--json",
+        "--limit",
+        String(limit),
+        "--",
+        ...args,
+      ],
+    }, { signal: options.signal, onReceipt: options.onReceipt, limit: 4 * limit + 65536 });
+    const text = new TextDecoder().decode(res.stdout);
+    for (const line of text.split("\n")) {
+      if (!line.startsWith("{")) continue;
+      const f = JSON.parse(line);
+      if (f.type === "tool_result") {
+        const { type: _, ...r } = f;
+        return r as ToolResult;
+      }
+    }
+    const err = new TextDecoder().decode(res.stderr).trim();
+    throw new CtxError(
+      "EIO",
+      `tsh produced no tool_result (exit ${res.code}): ${err.slice(0, 2000)}`,
+    );
+  } catch (e) {
+    return failed(name, toCtxError(e));
+  }
+}

@@ -1,0 +1,95 @@
+/** tsh load/pin state in the agent home: loaded tool metadata, LRU-evicted unless pinned. */
+import { CtxError } from "../abi/errno.ts";
+import { ensureDir, replaceFile } from "../store/atomic.ts";
+
+/** One loaded tool's metadata (never an authority control: names and descriptions only). */
+export interface Loaded {
+  name: string;
+  path: string;
+  description: string;
+  pinned: boolean;
+  /** Monotonic use counter for LRU eviction. */
+  used: number;
+}
+
+/** The whole state file. */
+export interface TshState {
+  version: 1;
+  clock: number;
+  loaded: Loaded[];
+}
+
+/** Default number of loaded entries kept (tool/tsh.d/config `cache_capacity`). */
+export const CAPACITY = 32;
+
+/** The state file under an agent home. */
+export function statePath(home: string): string {
+  return `${home}/.tsh/state.json`;
+}
+
+/** Reads the state; a missing file is empty state, a corrupt one is EIO (never silently reset). */
+export function readState(home: string): TshState {
+  let text: string;
+  try {
+    text = Deno.readTextFileSync(statePath(home));
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound) return { version: 1, clock: 0, loaded: [] };
+    throw e;
+  }
+  try {
+    const s = JSON.parse(text);
+    if (s?.version !== 1 || !Array.isArray(s.loaded)) throw new Error("bad shape");
+    return s;
+  } catch (e) {
+    throw new CtxError("EIO", `tsh state is corrupt: ${(e as Error).message}`, {
+      path: statePath(home),
+    });
+  }
+}
+
+/** Writes the state atomically. */
+export function writeState(home: string, state: TshState): void {
+  ensureDir(`${home}/.tsh`, 0o700);
+  replaceFile(statePath(home), JSON.stringify(state) + "\n", { mode: 0o600 });
+}
+
+/**
+ * Adds (or refreshes) a tool; `pin` protects it. Then evicts least-recently-used unpinned
+ * entries above `capacity`. Returns the names evicted.
+ */
+export function load(
+  state: TshState,
+  entry: Omit<Loaded, "used" | "pinned">,
+  options: { pin?: boolean; capacity?: number } = {},
+): string[] {
+  const at = ++state.clock;
+  const old = state.loaded.find((l) => l.name === entry.name);
+  if (old) {
+    Object.assign(old, entry, { used: at, pinned: old.pinned || (options.pin ?? false) });
+  } else state.loaded.push({ ...entry, pinned: options.pin ?? false, used: at });
+  const capacity = options.capacity ?? CAPACITY;
+  const evicted: string[] = [];
+  while (state.loaded.length > capacity) {
+    const victims = state.loaded.filter((l) => !l.pinned && l.name !== entry.name);
+    if (victims.length === 0) break;
+    const v = victims.reduce((a, b) => (a.used <= b.used ? a : b));
+    state.loaded = state.loaded.filter((l) => l !== v);
+    evicted.push(v.name);
+  }
+  return evicted;
+}
+
+/** Removes a tool (pinned or not). True when it was loaded. */
+export function unload(state: TshState, name: string): boolean {
+  const n = state.loaded.length;
+  state.loaded = state.loaded.filter((l) => l.name !== name);
+  return state.loaded.length !== n;
+}
+
+/** Unpins a tool (it stays loaded). True when it was pinned. */
+export function unpin(state: TshState, name: string): boolean {
+  const l = state.loaded.find((x) => x.name === name);
+  if (!l?.pinned) return false;
+  l.pinned = false;
+  return true;
+}
