@@ -102,6 +102,18 @@ program
     return guarded(storage, () => storageUpdate({ ...o, storage, env }));
   });
 
+program
+  .command("doctor")
+  .description("check that bubblewrap can create its namespaces here (exit 0 ok, 69 not)")
+  .action(() =>
+    guarded("bwrap", async () => {
+      const { doctor } = await import("../src/sandbox/doctor.ts");
+      const r = await doctor();
+      console.log(r.message);
+      if (!r.ok) Deno.exitCode = EXIT.unavailable;
+    })
+  );
+
 addAgentCommands(
   program.command("agent").description("agent objects and sessions"),
   agentContext(program, env),

@@ -236,3 +236,11 @@ Deno.test("ctx help lists the commands; usage errors exit 2 in the error format"
     stderr: "ctx: EINVAL: ctx: unknown option '--nope'\n",
   });
 });
+
+Deno.test("ctx doctor reports that bubblewrap can create user and pid namespaces here", async () => {
+  const r = await ctx(["doctor"]);
+  assertEquals(
+    { code: r.code, works: /user and pid namespaces work/.test(r.stdout), stderr: r.stderr },
+    { code: 0, works: true, stderr: "" },
+  );
+});
