@@ -1,0 +1,178 @@
+/** `ctx agent send|tsh|cancel`: non-interactive socket commands for humans and scripts. */
+import type { Command } from "commander";
+import { type Errno, exitCode, isErrno } from "../abi/errno.ts";
+import type { AgentContext } from "./agent.ts";
+import { AgentClient, pickSession, requestId } from "./client.ts";
+import { guarded } from "./fail.ts";
+import { follow, outcomeExit } from "./stream.ts";
+
+const collect = (v: string, all: string[]) => [...all, v];
+const exitOf = (e: string) => exitCode(isErrno(e) ? e : "EIO" as Errno);
+
+async function agentUid(root: string, name: string): Promise<number> {
+  const { loadAgent } = await import("../store/agent.ts");
+  return loadAgent(root, name).uid;
+}
+
+/** Options of `ctx agent send`. */
+export interface SendArgs {
+  session?: string;
+  scope?: string;
+  cwd?: string;
+  id?: string;
+  json?: boolean;
+  approve: string[];
+}
+
+/** Sends one message and streams the answer; returns the exit status. */
+export async function send(
+  root: string,
+  agent: string,
+  input: string,
+  o: SendArgs,
+): Promise<number> {
+  const session = pickSession(root, await agentUid(root, agent), agent, o.session);
+  const client = await AgentClient.connect(root, agent);
+  const enc = new TextEncoder();
+  let active: string | undefined;
+  let interrupts = 0;
+  const onSig = () => {
+    // First Ctrl+C cancels the run; a second one leaves at once.
+    if (++interrupts > 1 || !active) Deno.exit(130);
+    client.send({ op: "cancel", id: active });
+  };
+  Deno.addSignalListener("SIGINT", onSig);
+  try {
+    client.send({
+      op: "send",
+      id: o.id ?? requestId(),
+      session,
+      scope: o.scope ?? "private",
+      ...(o.cwd ? { cwd: o.cwd } : {}),
+      input,
+    });
+    let wrote = false;
+    const out = await follow(client, {
+      approve: o.approve,
+      onStart: (r) => active = r,
+      onFrame: (f) => {
+        if (o.json) return void Deno.stdout.writeSync(enc.encode(JSON.stringify(f) + "\n"));
+        if (f.type === "delta") {
+          Deno.stdout.writeSync(enc.encode(String(f.text)));
+          wrote ||= String(f.text) !== "";
+        } else if (f.type === "error") {
+          console.error(`ctx: ${f.code}: agent/${agent}: ${f.message}`);
+        } else if (f.type === "message" && f.role === "tool") {
+          for (const p of f.content as { content: string }[]) console.error(p.content);
+        }
+      },
+    });
+    // An agent that streamed no deltas still has its final message printed.
+    if (!o.json && !wrote && out.text) Deno.stdout.writeSync(enc.encode(out.text));
+    if (!o.json && (wrote || out.text)) Deno.stdout.writeSync(enc.encode("\n"));
+    return outcomeExit(out, exitOf);
+  } finally {
+    Deno.removeSignalListener("SIGINT", onSig);
+    client.close();
+  }
+}
+
+/** Runs one `tsh` op; prints the tool result; returns the exit status. */
+export async function tsh(
+  root: string,
+  agent: string,
+  args: string[],
+  o: { session?: string; id?: string; json?: boolean },
+): Promise<number> {
+  const session = pickSession(root, await agentUid(root, agent), agent, o.session);
+  const client = await AgentClient.connect(root, agent);
+  const enc = new TextEncoder();
+  try {
+    client.send({ op: "tsh", id: o.id ?? requestId("tsh"), session, args });
+    const out = await follow(client, {
+      onFrame: (f) => {
+        if (o.json) Deno.stdout.writeSync(enc.encode(JSON.stringify(f) + "\n"));
+        else if (f.type === "error" && !f.run) {
+          console.error(`ctx: ${f.code}: agent/${agent}: ${f.message}`);
+        }
+      },
+    });
+    if (!o.json) {
+      for (const r of out.results) {
+        const text = r.content.endsWith("\n") || r.content === "" ? r.content : r.content + "\n";
+        (r.status === "error" ? Deno.stderr : Deno.stdout).writeSync(enc.encode(text));
+        if (r.errno) console.error(`ctx: ${r.errno}: agent/${agent}: tsh ${args.join(" ")}`);
+      }
+    }
+    const err = out.results.find((r) => r.errno)?.errno;
+    return outcomeExit(err && out.status === "error" ? { ...out, errno: err } : out, exitOf);
+  } finally {
+    client.close();
+  }
+}
+
+/** Cancels a run; prints its resulting status. */
+export async function cancel(root: string, agent: string, run: string): Promise<number> {
+  const client = await AgentClient.connect(root, agent);
+  try {
+    client.send({ op: "cancel", id: run });
+    for (;;) {
+      const f = await client.next();
+      if (!f) return 69;
+      if (f.type === "ack") {
+        console.log(`${run}\t${f.status}`);
+        return 0;
+      }
+      if (f.type === "error") {
+        console.error(`ctx: ${f.code}: agent/${agent}: ${f.message}`);
+        return exitOf(String(f.code));
+      }
+    }
+  } finally {
+    client.close();
+  }
+}
+
+async function readStdin(): Promise<string> {
+  return await new Response(Deno.stdin.readable).text();
+}
+
+/** Adds `send`, `tsh` and `cancel` to the `ctx agent` group. */
+export function register(agent: Command, ctx: AgentContext): void {
+  agent
+    .command("send")
+    .description("send one message and stream the answer (exit status = the run's outcome)")
+    .argument("<agent>", "agent name")
+    .argument("[input...]", "message text (default: stdin)")
+    .option("-s, --session <name>", "session (default: index/current, then default)")
+    .option("--scope <scope>", "private (default), shared or temp")
+    .option("--cwd <path>", "working directory inside the agent view")
+    .option("--id <id>", "client request id (repeat it to replay the stored result)")
+    .option("--json", "print the raw frames")
+    .option("--approve <tool>", "answer allow_once for this tool (repeatable)", collect, [])
+    .action((name: string, words: string[], o: SendArgs) =>
+      guarded(`agent/${name}`, async () => {
+        const input = words.length ? words.join(" ") : await readStdin();
+        return send(ctx.root(), name, input, o);
+      })
+    );
+  agent
+    .command("tsh")
+    .description("run one tsh command through the agent's authority path (no model call)")
+    .argument("<agent>", "agent name")
+    .argument("<args...>", "tsh arguments")
+    .option("-s, --session <name>", "session")
+    .option("--id <id>", "client request id")
+    .option("--json", "print the raw frames")
+    .action((name: string, args: string[], o: { session?: string; id?: string; json?: boolean }) =>
+      guarded(`agent/${name}`, () => tsh(ctx.root(), name, args, o))
+    );
+  agent
+    .command("cancel")
+    .description("cancel an active run")
+    .argument("<agent>", "agent name")
+    .argument("<run>", "run id (ctx-...)")
+    .action((name: string, run: string) =>
+      guarded(`agent/${name}`, () => cancel(ctx.root(), name, run))
+    );
+}

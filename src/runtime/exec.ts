@@ -1,0 +1,249 @@
+/** The sdk-envelope-v1 host loop: bounded steps of an executable agent, each maybe yielding one call. */
+import {
+  type AgentFrame,
+  agentFrame,
+  encodeInvocation,
+  ENVELOPE_SCHEMA,
+  MAX_CALLS,
+  MAX_STARTS,
+  type Observation,
+} from "../abi/envelope.ts";
+import { MAX_FRAME } from "../abi/frames.ts";
+import { type CallContext, executeCall, type ToolCall } from "./call.ts";
+import { reapGroup, spawnGroup, stopGroup } from "./proc.ts";
+
+/** Total stdout one step may print before it is cut off (EMSGSIZE). */
+const MAX_STEP_OUTPUT = 8 * 1024 * 1024;
+const U32_MAX = 0xffffffff;
+
+/** Inputs of one logical run of an executable agent. */
+export interface ExecRun extends CallContext {
+  input: string;
+  /** Bounded JSON text of earlier messages (at most 64 KiB). */
+  history: string;
+  /** Bounded loaded-tool context text. */
+  toolContext: string;
+}
+
+type StepEnd =
+  | { kind: "final"; text: string; error?: { code: string; message: string }; code: number }
+  | { kind: "yield"; call: ToolCall; code: number }
+  | { kind: "invalid"; reason: string }
+  | { kind: "cancelled" };
+
+/** The complete environment of a step: `.d/env`, then the runtime-owned CTX_* values on top. */
+export function stepEnv(x: ExecRun, step: number): Record<string, string> {
+  const env: Record<string, string> = { ...x.agent.env };
+  env.CTX_AGENT = x.agent.name;
+  env.CTX_SESSION = x.session;
+  env.CTX_RUN_ID = x.run.id;
+  env.CTX_AGENT_STEP = String(step);
+  env.CTX_AGENT_STEPS = String(MAX_STARTS);
+  delete env.CTX_CONTEXT_WINDOW_TOKENS;
+  delete env.CTX_CONTEXT_WINDOW_CHARS;
+  if (x.agent.window !== undefined) {
+    env.CTX_CONTEXT_WINDOW_TOKENS = String(Math.min(x.agent.window, U32_MAX));
+    env.CTX_CONTEXT_WINDOW_CHARS = String(Math.min(x.agent.window * 4, U32_MAX));
+  }
+  return env;
+}
+
+async function* lines(stream: ReadableStream<Uint8Array>): AsyncGenerator<string | "OVERSIZED"> {
+  const dec = new TextDecoder();
+  let buf = "";
+  let total = 0;
+  for await (const chunk of stream) {
+    total += chunk.length;
+    if (total > MAX_STEP_OUTPUT) {
+      yield "OVERSIZED";
+      return;
+    }
+    buf += dec.decode(chunk, { stream: true });
+    let i;
+    while ((i = buf.indexOf("\n")) >= 0) {
+      yield buf.slice(0, i);
+      buf = buf.slice(i + 1);
+    }
+    if (buf.length > MAX_FRAME) {
+      yield "OVERSIZED";
+      return;
+    }
+  }
+  buf += dec.decode();
+  if (buf.trim() !== "") yield buf; // a last frame without its newline still counts
+}
+
+async function step(x: ExecRun, n: number, obs: Observation | null): Promise<StepEnd> {
+  const { run } = x;
+  if (run.finished) return { kind: "cancelled" };
+  const stdin = encodeInvocation({
+    schema: ENVELOPE_SCHEMA,
+    run: run.id,
+    step: n,
+    input: x.input,
+    history_messages: x.history,
+    tool_context: x.toolContext,
+    observation: obs,
+  });
+  const child = spawnGroup(x.agent.entry, {
+    env: stepEnv(x, n),
+    cwd: x.workspace,
+    uid: x.agent.uid,
+    gid: x.agent.gid,
+  });
+  const onAbort = () => void stopGroup(child);
+  run.abort.signal.addEventListener("abort", onAbort);
+  try {
+    const w = child.stdin.getWriter();
+    await w.write(stdin).catch(() => {});
+    await w.close().catch(() => {});
+    let end: StepEnd | undefined;
+    let text = "";
+    const messages: string[] = [];
+    let error: { code: string; message: string } | undefined;
+    let call: ToolCall | undefined;
+    for await (const line of lines(child.stdout)) {
+      if (run.finished) break; // cancelled: record nothing more
+      if (line === "OVERSIZED") {
+        end = { kind: "invalid", reason: "a frame exceeds 1 MiB or a step printed over 8 MiB" };
+        break;
+      }
+      if (line.trim() === "") continue;
+      if (call) {
+        end = { kind: "invalid", reason: "a frame after the yielded tool_call" };
+        break;
+      }
+      let frame: AgentFrame;
+      try {
+        const raw = JSON.parse(line);
+        const p = agentFrame.safeParse(raw);
+        if (!p.success) {
+          const t = (raw as { type?: unknown })?.type;
+          end = {
+            kind: "invalid",
+            reason: typeof t === "string" && !["delta", "message", "tool_call", "error"].includes(t)
+              ? `agents may not emit "${t}" frames`
+              : `malformed ${JSON.stringify(t ?? "")} frame: ${p.error.issues[0]?.message}`,
+          };
+          break;
+        }
+        frame = p.data;
+      } catch {
+        end = { kind: "invalid", reason: "stdout line is not JSON" };
+        break;
+      }
+      switch (frame.type) {
+        case "delta":
+          text += frame.text;
+          await run.emit({ type: "delta", text: frame.text });
+          break;
+        case "message":
+          messages.push(
+            typeof frame.content === "string"
+              ? frame.content
+              : frame.content.map((p) => p.text).join(""),
+          );
+          break;
+        case "error":
+          error = { code: frame.code, message: frame.message };
+          break;
+        case "tool_call":
+          call = { id: frame.id, name: frame.name, arguments: frame.arguments };
+          break;
+      }
+    }
+    if (end || run.finished) {
+      await stopGroup(child);
+      return run.finished ? { kind: "cancelled" } : end!; // end is set when not cancelled
+    }
+    const status = await child.status;
+    if (run.finished) return { kind: "cancelled" };
+    if (call) return { kind: "yield", call, code: status.code };
+    return {
+      kind: "final",
+      text: messages.length ? messages.join("\n") : text,
+      error,
+      code: status.code,
+    };
+  } finally {
+    run.abort.signal.removeEventListener("abort", onAbort);
+    reapGroup(child);
+    await child.status;
+  }
+}
+
+/** Drives the run to its single host-written outcome (`done`), step by step. */
+export async function execLoop(x: ExecRun): Promise<void> {
+  const { run } = x;
+  const seen = new Set<string>();
+  let obs: Observation | null = null;
+  for (let n = 0; n < MAX_STARTS; n++) {
+    const end = await step(x, n, obs);
+    if (run.finished) return;
+    switch (end.kind) {
+      case "cancelled":
+        return;
+      case "invalid":
+        await run.emit({
+          type: "error",
+          code: "EPROTO",
+          message: `invalid agent output: ${end.reason}`,
+        });
+        return run.finish("error");
+      case "final": {
+        if (end.error) {
+          await run.emit({ type: "error", code: end.error.code, message: end.error.message });
+          return run.finish("error");
+        }
+        if (end.code !== 0) {
+          await run.emit({
+            type: "error",
+            code: "EIO",
+            message: `agent process failed (exit ${end.code})`,
+          });
+          return run.finish("error");
+        }
+        const content = [{ type: "text" as const, text: end.text }];
+        run.message({ role: "assistant", content });
+        await run.emit({ type: "message", role: "assistant", content });
+        return run.finish("ok", { latest: end.text });
+      }
+      case "yield": {
+        if (end.code !== 0) {
+          await run.emit({
+            type: "error",
+            code: "EIO",
+            message: `agent exited ${end.code} after yielding`,
+          });
+          return run.finish("error");
+        }
+        // Replays and the call budget are refused before any authorization happens.
+        if (seen.has(end.call.id)) {
+          await run.emit({
+            type: "error",
+            code: "EINVAL",
+            message: `tool call id "${end.call.id}" was already used in this run`,
+          });
+          return run.finish("error");
+        }
+        if (seen.size >= MAX_CALLS) {
+          await run.emit({
+            type: "error",
+            code: "E2BIG",
+            message: `more than ${MAX_CALLS} tool calls in one run`,
+          });
+          return run.finish("error");
+        }
+        seen.add(end.call.id);
+        obs = await executeCall(x, end.call);
+        if (run.finished) return;
+      }
+    }
+  }
+  await run.emit({
+    type: "error",
+    code: "E2BIG",
+    message: `more than ${MAX_STARTS} process starts in one run`,
+  });
+  await run.finish("error");
+}

@@ -1,0 +1,274 @@
+/** The socket ops: send, tsh, resume, cancel (approve is consumed inside a run's approval wait). */
+import { createHash } from "node:crypto";
+import { CtxError, toCtxError } from "../abi/errno.ts";
+import type { Request } from "../abi/frames.ts";
+import { readRecords } from "../store/jsonl.ts";
+import type { RunIndex } from "../store/runs.ts";
+import { openSession, readState, sessionRef, setState, touchIndex } from "../store/session.ts";
+import { executeCall } from "./call.ts";
+import type { Conn } from "./conn.ts";
+import { execLoop } from "./exec.ts";
+import { historyOf, modelTurn, textOf } from "./host.ts";
+import { newRunId, Run } from "./recorder.ts";
+import type { ToolHost } from "./tools.ts";
+import { type AgentView, readAgent } from "./view.ts";
+
+/** Shared state of one runtime, handed to every op. */
+export interface OpContext {
+  root: string;
+  run: string;
+  index: RunIndex;
+  host: ToolHost;
+  approvalTimeoutMs: number;
+  /** Live runs by run id. */
+  active: Map<string, Run>;
+  /** Per-session-dir serialization: runs of one session never overlap. */
+  locks: Map<string, Promise<unknown>>;
+}
+
+type SendReq = Extract<Request, { op: "send" }>;
+type TshReq = Extract<Request, { op: "tsh" }>;
+
+/** Re-reads the agent and re-checks the peer on every request: authority never carries over. */
+export function authorizePeer(ctx: OpContext, name: string, conn: Conn): AgentView {
+  const agent = readAgent(ctx.root, name);
+  if (conn.peer.uid !== 0 && conn.peer.uid !== agent.owner) {
+    throw new CtxError(
+      "EACCES",
+      `peer uid ${conn.peer.uid} is neither the owner (${agent.owner}) of agent ${name} nor 0`,
+    );
+  }
+  return agent;
+}
+
+function digestOf(v: unknown): string {
+  return "sha256:" + createHash("sha256").update(JSON.stringify(v)).digest("hex");
+}
+
+async function locked<T>(ctx: OpContext, key: string, fn: () => Promise<T>): Promise<T> {
+  const prev = ctx.locks.get(key) ?? Promise.resolve();
+  const next = prev.then(fn, fn);
+  const tail = next.catch(() => {});
+  ctx.locks.set(key, tail);
+  try {
+    return await next;
+  } finally {
+    if (ctx.locks.get(key) === tail) ctx.locks.delete(key);
+  }
+}
+
+/** Replays a stored run's frames (and, if it is still live here, follows it to its end). */
+async function replay(ctx: OpContext, conn: Conn, dir: string, run: string): Promise<void> {
+  for (const f of readRecords(`${dir}/events.jsonl`)) {
+    if ((f as { run?: string }).run === run) await conn.send(f);
+  }
+  const live = ctx.active.get(run);
+  if (live && !live.finished) {
+    live.subscribers.add(conn);
+    await live.wait();
+  }
+}
+
+async function begin(
+  ctx: OpContext,
+  conn: Conn,
+  o: { agent: AgentView; session: string; scope: SendReq["scope"]; cwd: string; id: string },
+  op: "send" | "tsh",
+  payload: unknown,
+  body: (run: Run) => Promise<void>,
+): Promise<void> {
+  const ref = sessionRef({
+    root: ctx.root,
+    run: ctx.run,
+    agent: o.agent.name,
+    session: o.session,
+    scope: o.scope,
+    uid: o.agent.uid,
+    gid: o.agent.gid,
+  });
+  const digest = digestOf(payload);
+  await locked(ctx, ref.dir, async () => {
+    const prior = ctx.index.lookup(ref.dir, o.id);
+    if (prior) {
+      if (prior.digest !== digest) {
+        throw new CtxError(
+          "EINVAL",
+          `request id "${o.id}" was already used with a different payload`,
+        );
+      }
+      return replay(ctx, conn, ref.dir, prior.run);
+    }
+    openSession(ref, { model: o.agent.model });
+    touchIndex(ref, o.cwd);
+    const run = new Run({ id: newRunId(), ref, index: ctx.index, origin: conn });
+    const ts = Date.now() / 1000;
+    ctx.active.set(run.id, run);
+    try {
+      // start first: it carries the digest the index is rebuilt from.
+      await run.emit({
+        type: "start",
+        id: run.id,
+        client_id: o.id,
+        op,
+        session: o.session,
+        scope: o.scope,
+        cwd: o.cwd,
+        digest,
+        ts,
+      });
+      ctx.index.begin({ run: run.id, dir: ref.dir, client_id: o.id, digest, started: ts });
+      setState(ref, "active");
+      if (o.scope === "temp") conn.onClose(() => void run.cancel());
+      try {
+        await body(run);
+      } catch (e) {
+        const err = toCtxError(e);
+        await run.emit({ type: "error", code: err.errno, message: err.message });
+      }
+      await run.finish("error"); // no-op when the body already recorded the outcome
+    } finally {
+      ctx.active.delete(run.id);
+    }
+  });
+}
+
+function checkCwd(cwd: string): string {
+  if (cwd.split("/").some((c) => c === "..")) {
+    throw new CtxError("EINVAL", `cwd ${JSON.stringify(cwd)} contains ".."`);
+  }
+  return cwd;
+}
+
+/** `send`: records the user message, then drives the model or the executable agent. */
+export async function opSend(ctx: OpContext, conn: Conn, name: string, req: SendReq) {
+  const agent = authorizePeer(ctx, name, conn);
+  if (agent.exec && agent.abi !== "sdk-envelope-v1") {
+    throw new CtxError(
+      "EINVAL",
+      `agent ${name} is executable but its abi is ${JSON.stringify(agent.abi)}`,
+    );
+  }
+  const cwd = checkCwd(req.cwd ?? agent.cwd);
+  const payload = { op: "send", input: req.input, scope: req.scope, cwd };
+  await begin(
+    ctx,
+    conn,
+    { agent, session: req.session, scope: req.scope, cwd, id: req.id },
+    "send",
+    payload,
+    async (run) => {
+      run.message({ role: "user", content: req.input });
+      if (!agent.exec) return modelTurn(run, { agent, root: ctx.root, input: req.input });
+      const history = JSON.stringify(historyOf(run.ref.dir, run.id, 60 * 1024));
+      await execLoop({
+        run,
+        host: ctx.host,
+        agent,
+        root: ctx.root,
+        workspace: conn.workspace,
+        session: req.session,
+        approvalTimeoutMs: ctx.approvalTimeoutMs,
+        input: req.input,
+        history,
+        toolContext: "",
+      });
+    },
+  );
+}
+
+/** `tsh`: one tool-shell command through the authority path, without a model call. */
+export async function opTsh(ctx: OpContext, conn: Conn, name: string, req: TshReq) {
+  const agent = authorizePeer(ctx, name, conn);
+  const payload = { op: "tsh", args: req.args };
+  const o = { agent, session: req.session, scope: "private" as const, cwd: agent.cwd, id: req.id };
+  await begin(ctx, conn, o, "tsh", payload, async (run) => {
+    // The human typed this command: approval (a guard on agent-originated calls) does not apply.
+    const obs = await executeCall({
+      run,
+      host: ctx.host,
+      agent: { ...agent, approval: "auto" },
+      root: ctx.root,
+      workspace: conn.workspace,
+      session: req.session,
+      approvalTimeoutMs: ctx.approvalTimeoutMs,
+    }, { id: "call-1", name: "tsh", arguments: { args: req.args } });
+    if (obs.status === "ok") return run.finish("ok", { latest: obs.content });
+    await run.emit({
+      type: "error",
+      code: "EIO",
+      message: "the tsh command failed",
+      tool: obs.name,
+    });
+    await run.finish("error");
+  });
+}
+
+/** `resume`: the stored conversation of a private (else shared) session, then its status. */
+export async function opResume(ctx: OpContext, conn: Conn, name: string, session: string) {
+  const agent = authorizePeer(ctx, name, conn);
+  for (const scope of ["private", "shared"] as const) {
+    const ref = sessionRef({
+      root: ctx.root,
+      run: ctx.run,
+      agent: name,
+      session,
+      scope,
+      uid: agent.uid,
+      gid: agent.gid,
+    });
+    let exists = false;
+    try {
+      exists = Deno.statSync(ref.dir).isDirectory;
+    } catch { /* not in this scope */ }
+    if (!exists) continue;
+    const messages = readRecords(`${ref.dir}/messages.jsonl`) as Record<string, unknown>[];
+    const runs = new Set<string>();
+    for (const m of messages) {
+      runs.add(String(m.run));
+      await conn.send({
+        type: "history",
+        session,
+        role: m.role,
+        run: m.run,
+        content: m.role === "user" ? m.content : textOf(m.content),
+      });
+    }
+    let updated = "";
+    try {
+      updated = Deno.readTextFileSync(`${ref.dir}/updated_at`).trim();
+    } catch { /* optional */ }
+    await conn.send({
+      type: "status",
+      session,
+      scope,
+      status: readState(ref.dir),
+      runs: runs.size,
+      updated_at: updated,
+    });
+    return;
+  }
+  throw new CtxError(
+    "ENOENT",
+    `no private or shared session ${JSON.stringify(session)} for agent ${name}`,
+  );
+}
+
+/** `cancel`: durable cancellation of an active run of this agent; answers with an ack. */
+export async function opCancel(ctx: OpContext, conn: Conn, name: string, id: string) {
+  const agent = authorizePeer(ctx, name, conn);
+  const live = ctx.active.get(id);
+  // Runs of other agents are invisible here, whatever the id.
+  const mine = (dir: string) =>
+    dir.startsWith(`${ctx.root}/home/${agent.uid}/agent/${name}/session/`) ||
+    dir.startsWith(`${ctx.root}/shared/agents/agent/${name}/session/`) ||
+    dir.startsWith(`${ctx.run}/temp/${agent.uid}/${name}/session/`);
+  if (live && mine(live.ref.dir)) {
+    await live.cancel();
+    return conn.send({ type: "ack", op: "cancel", run: id, status: live.status ?? "cancelled" });
+  }
+  const row = ctx.index.get(id);
+  if (!row || !mine(row.dir)) {
+    throw new CtxError("ENOENT", `no run ${JSON.stringify(id)} of agent ${name}`);
+  }
+  await conn.send({ type: "ack", op: "cancel", run: id, status: row.status });
+}

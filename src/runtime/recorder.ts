@@ -1,0 +1,102 @@
+/** One run's recorder: the only writer of its frames; everything goes to events.jsonl, then to clients. */
+import type { Frame, RunStatus } from "../abi/frames.ts";
+import type { RunIndex } from "../store/runs.ts";
+import {
+  appendEvent,
+  appendMessage,
+  type SessionRef,
+  setState,
+  writeSessionFile,
+} from "../store/session.ts";
+import type { Conn } from "./conn.ts";
+
+// Frames as emitted by run code: the recorder stamps `run` itself.
+type Unstamped<F> = F extends { run?: string } ? Omit<F, "run"> : never;
+/** A frame before the recorder stamps its run id. */
+export type RunFrame = Unstamped<Frame>;
+
+/** Generates a run id: `ctx-` + 32 lowercase hex digits from the CSPRNG. */
+export function newRunId(): string {
+  const b = crypto.getRandomValues(new Uint8Array(16));
+  return "ctx-" + [...b].map((x) => x.toString(16).padStart(2, "0")).join("");
+}
+
+/** A live run: append-then-stream, and nothing at all after `done`. */
+export class Run {
+  readonly id: string;
+  readonly ref: SessionRef;
+  readonly index: RunIndex;
+  readonly abort = new AbortController();
+  readonly subscribers = new Set<Conn>();
+  /** The connection that started the run (approval answers come from it). */
+  readonly origin: Conn;
+  status?: RunStatus;
+  #finished: Promise<RunStatus>;
+  #resolve!: (s: RunStatus) => void;
+
+  constructor(options: { id: string; ref: SessionRef; index: RunIndex; origin: Conn }) {
+    this.id = options.id;
+    this.ref = options.ref;
+    this.index = options.index;
+    this.origin = options.origin;
+    this.subscribers.add(options.origin);
+    this.#finished = new Promise((r) => this.#resolve = r);
+  }
+
+  /** True once `done` is recorded (ok, error or cancelled). */
+  get finished(): boolean {
+    return this.status !== undefined;
+  }
+
+  /** Resolves with the final status. */
+  wait(): Promise<RunStatus> {
+    return this.#finished;
+  }
+
+  /** Records a frame durably, then streams it; dropped once the run is finished. */
+  async emit(frame: RunFrame): Promise<void> {
+    if (this.finished) return;
+    const { type, ...rest } = frame;
+    const stamped = { type, run: this.id, ...rest } as Frame; // run right after type: easy to grep
+    appendEvent(this.ref, stamped);
+    if (stamped.type === "tool_call") this.index.call(this.id);
+    await this.#broadcast(stamped);
+  }
+
+  /** Appends a messages.jsonl record for this run; dropped once finished. */
+  message(record: Record<string, unknown>): void {
+    if (this.finished) return;
+    appendMessage(this.ref, { ...record, run: this.id });
+  }
+
+  async #broadcast(frame: unknown): Promise<void> {
+    for (const c of [...this.subscribers]) {
+      if (c.closed) this.subscribers.delete(c);
+      else await c.send(frame);
+    }
+  }
+
+  /** Ends the run: `done` appended, state and index updated, waiters released. Idempotent. */
+  async finish(status: RunStatus, options: { latest?: string } = {}): Promise<void> {
+    if (this.finished) return;
+    this.status = status;
+    const ts = Date.now() / 1000;
+    const done = { type: "done" as const, run: this.id, status, ts };
+    appendEvent(this.ref, done);
+    if (options.latest !== undefined) writeSessionFile(this.ref, "latest.md", options.latest);
+    setState(this.ref, status === "ok" ? "done" : status);
+    this.index.finish(this.id, status, ts);
+    this.#resolve(status);
+    await this.#broadcast(done);
+  }
+
+  /** Records the cancellation durably, ends the run, then stops its processes (via the signal). */
+  async cancel(): Promise<boolean> {
+    if (this.finished) return false;
+    appendEvent(this.ref, { type: "cancel", run: this.id, ts: Date.now() / 1000 });
+    const p = this.finish("cancelled");
+    this.abort.abort();
+    await p;
+    return true;
+  }
+}

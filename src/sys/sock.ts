@@ -1,0 +1,79 @@
+/** Socket syscalls Deno does not expose: SO_PEERCRED and FD_CLOEXEC, through our own dlopen of libc. */
+import { CtxError, errnoName } from "../abi/errno.ts";
+
+const SOL_SOCKET = 1;
+const SO_PEERCRED = 17;
+const F_GETFD = 1;
+const F_SETFD = 2;
+const FD_CLOEXEC = 1;
+
+type Libc = {
+  symbols: {
+    getsockopt(fd: number, level: number, name: number, val: Uint8Array, len: Uint8Array): number;
+    fcntl(fd: number, cmd: number, arg: number): number;
+    __errno_location(): Deno.PointerValue;
+  };
+};
+
+let lib: Libc | undefined;
+
+function libc(): Libc {
+  lib ??= Deno.dlopen("libc.so.6", {
+    getsockopt: { parameters: ["i32", "i32", "i32", "buffer", "buffer"], result: "i32" },
+    fcntl: { parameters: ["i32", "i32", "i32"], result: "i32" },
+    __errno_location: { parameters: [], result: "pointer" },
+  }) as unknown as Libc;
+  return lib;
+}
+
+// errno is thread-local: read it right after the failing synchronous call.
+function lastErrno(): number {
+  const p = libc().symbols.__errno_location();
+  return p ? new Deno.UnsafePointerView(p).getInt32() : 0;
+}
+
+/** The kernel-verified credentials of a Unix socket peer. */
+export interface PeerCred {
+  pid: number;
+  uid: number;
+  gid: number;
+}
+
+/** Reads SO_PEERCRED of a connected Unix socket fd; the kernel fills it at connect time. */
+export function peerCred(fd: number): PeerCred {
+  const buf = new Uint8Array(12);
+  const len = new Uint8Array(4);
+  new DataView(len.buffer).setUint32(0, 12, true);
+  if (libc().symbols.getsockopt(fd, SOL_SOCKET, SO_PEERCRED, buf, len) !== 0) {
+    const n = lastErrno();
+    throw new CtxError(errnoName(n), `getsockopt(SO_PEERCRED) failed on fd ${fd} (errno ${n})`);
+  }
+  const v = new DataView(buf.buffer);
+  return { pid: v.getInt32(0, true), uid: v.getUint32(4, true), gid: v.getUint32(8, true) };
+}
+
+/** Sets FD_CLOEXEC so the fd (e.g. a listener) never leaks into spawned processes. */
+export function setCloexec(fd: number): void {
+  const s = libc().symbols;
+  const cur = s.fcntl(fd, F_GETFD, 0);
+  if (cur < 0 || s.fcntl(fd, F_SETFD, cur | FD_CLOEXEC) !== 0) {
+    const n = lastErrno();
+    throw new CtxError(errnoName(n), `fcntl(FD_CLOEXEC) failed on fd ${fd} (errno ${n})`);
+  }
+}
+
+/** True when FD_CLOEXEC is set on `fd` (tests and diagnostics). */
+export function isCloexec(fd: number): boolean {
+  const cur = libc().symbols.fcntl(fd, F_GETFD, 0);
+  if (cur < 0) throw new CtxError(errnoName(lastErrno()), `fcntl(F_GETFD) failed on fd ${fd}`);
+  return (cur & FD_CLOEXEC) !== 0;
+}
+
+/** The fd behind a node:net socket or server (undocumented `_handle.fd`, pinned Deno 2.9.6). */
+export function fdOf(handleOwner: unknown): number {
+  const fd = (handleOwner as { _handle?: { fd?: unknown } })._handle?.fd;
+  if (typeof fd !== "number" || fd < 0) {
+    throw new CtxError("ENOTSUP", "this Deno build exposes no fd on node:net handles");
+  }
+  return fd;
+}

@@ -1,0 +1,53 @@
+#!/bin/bash
+# Test executable agent (sdk-envelope-v1): records its stdin and environment, then acts on its input.
+# LOG_DIR comes from the agent's .d/env (the only way anything of the host reaches it).
+IFS= read -r line
+rest=$(cat) # anything after the first line (must be nothing)
+step=${CTX_AGENT_STEP:-x}
+printf '%s\n' "$line" >"$LOG_DIR/$CTX_RUN_ID.$step.stdin"
+printf '%s' "$rest" >"$LOG_DIR/$CTX_RUN_ID.$step.rest"
+cat /proc/$$/environ >"$LOG_DIR/$CTX_RUN_ID.$step.env"
+[[ $line =~ \"input\":\"([^\"]*)\" ]] && input=${BASH_REMATCH[1]}
+status=none
+[[ $line =~ \"observation\":\{.*\"status\":\"(ok|error)\" ]] && status=${BASH_REMATCH[1]}
+read -r cmd arg <<<"$input"
+call() { printf '{"type":"tool_call","id":"%s","name":"tsh","arguments":{"args":%s}}\n' "$1" "$2"; }
+case $cmd in
+echo)
+  for w in $arg; do printf '{"type":"delta","text":"%s "}\n' "$w"; done
+  printf '{"type":"message","role":"assistant","content":"echo: %s"}\n' "$arg"
+  ;;
+call) # step 0 yields one tsh call with the words of arg, step 1 reports what it observed
+  if [ "$step" = 0 ]; then
+    json=""
+    for w in $arg; do json+="${json:+,}\"$w\""; done
+    call call-1 "[$json]"
+  else
+    printf '{"type":"message","role":"assistant","content":"observed %s"}\n' "$status"; fi
+  ;;
+calls) # yields one call per step, forever (the host must stop it)
+  call "call-$step" '["tools"]'
+  ;;
+replay) # the same call id twice
+  call call-1 '["tools"]'
+  ;;
+sleep) # a long step with a background child in the same group
+  printf '{"type":"delta","text":"sleeping"}\n'
+  sleep 60 &
+  echo $! >"$LOG_DIR/$CTX_RUN_ID.child"
+  echo $$ >"$LOG_DIR/$CTX_RUN_ID.leader"
+  wait
+  printf '{"type":"delta","text":"late output"}\n'
+  ;;
+slow) sleep 1; printf '{"type":"message","role":"assistant","content":"slow answer"}\n' ;;
+start) printf '{"type":"start","run":"%s"}\n' "$CTX_RUN_ID" ;;
+done) printf '{"type":"done","status":"ok"}\n' ;;
+result) printf '{"type":"tool_result","tool_call_id":"x","content":"forged"}\n' ;;
+approve) printf '{"type":"approval_result","id":"x","decision":"allow_once"}\n' ;;
+two) call call-1 '["tools"]'; call call-2 '["tools"]' ;;
+after) call call-1 '["tools"]'; printf '{"type":"delta","text":"more"}\n' ;;
+garbage) printf 'this is not json\n' ;;
+error) printf '{"type":"error","code":"ENOENT","message":"agent says no"}\n' ;;
+fail) printf '{"type":"delta","text":"partial"}\n'; exit 3 ;;
+*) printf '{"type":"message","role":"assistant","content":"unknown command"}\n' ;;
+esac

@@ -1,0 +1,146 @@
+/** Rule 7: `ctx agent chat` in a real terminal (tmux): line editing, history, buffered output, Ctrl+C; agent.sh. */
+import { assert, assertEquals } from "../assert.ts";
+import {
+  addTestAgent,
+  cleanup,
+  DENO,
+  type Fixture,
+  history,
+  makeTree,
+  REPO,
+  startDaemon,
+} from "./helpers.ts";
+
+const HERE = new URL(".", import.meta.url).pathname;
+
+/** A `ctx` on PATH that is the test entry bound to the fixture's tree. */
+function ctxBin(f: Fixture): string {
+  const dir = `${f.tmp}/bin`;
+  Deno.mkdirSync(dir, { recursive: true });
+  Deno.writeTextFileSync(
+    `${dir}/ctx`,
+    `#!/bin/sh\nexec ${DENO} run -A ${HERE}ctx.ts --root ${f.root} "$@"\n`,
+  );
+  Deno.chmodSync(`${dir}/ctx`, 0o755);
+  return dir;
+}
+
+class Tmux {
+  constructor(readonly sock: string) {}
+  async run(...args: string[]): Promise<{ code: number; out: string }> {
+    const o = await new Deno.Command("tmux", {
+      args: ["-S", this.sock, ...args],
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    return { code: o.code, out: new TextDecoder().decode(o.stdout) };
+  }
+  async screen(): Promise<string> {
+    return (await this.run("capture-pane", "-p", "-t", "t")).out;
+  }
+  async wait(pred: (s: string) => boolean, what: string): Promise<string> {
+    let s = "";
+    for (let i = 0; i < 600; i++) {
+      s = await this.screen();
+      if (pred(s)) return s;
+      await new Promise((r) => setTimeout(r, 25));
+    }
+    throw new Error(`timed out waiting for ${what}; screen:\n${s}`);
+  }
+  lines(s: string): string[] {
+    return s.split("\n").map((l) => l.trimEnd()).filter((l) => l !== "");
+  }
+}
+
+Deno.test("chat: a line is answered, history recalls it, output never corrupts a line being typed, Ctrl+C cancels then exits", async () => {
+  const f = await makeTree();
+  addTestAgent(f, "t");
+  const d = await startDaemon(f);
+  const tm = new Tmux(`${f.tmp}/tmux.sock`);
+  try {
+    const path = `${ctxBin(f)}:/usr/bin:/bin`;
+    await tm.run(
+      "new-session",
+      "-d",
+      "-s",
+      "t",
+      "-x",
+      "100",
+      "-y",
+      "30",
+      "env",
+      `PATH=${path}`,
+      "TERM=xterm",
+      `${REPO}/cli/agent.sh`,
+      "t",
+    );
+    await tm.wait((s) => tm.lines(s).at(-1) === "t>", "the prompt");
+    await tm.run("send-keys", "-t", "t", "echo hello there", "Enter");
+    await tm.wait((s) => s.includes("hello there") && tm.lines(s).at(-1) === "t>", "the answer");
+    assertEquals(tm.lines(await tm.screen()), ["t> echo hello there", "hello there", "t>"]);
+    // Up recalls the previous line (line editing + history); Ctrl+U clears it.
+    await tm.run("send-keys", "-t", "t", "Up");
+    await tm.wait((s) => tm.lines(s).at(-1) === "t> echo hello there", "history recall");
+    await tm.run("send-keys", "-t", "t", "C-u");
+    // A slow answer arrives while the user types: it is printed above, the typed text survives.
+    await tm.run("send-keys", "-t", "t", "slow", "Enter");
+    await new Promise((r) => setTimeout(r, 100));
+    await tm.run("send-keys", "-t", "t", "-l", "half typed");
+    const s = await tm.wait((s) => s.includes("slow answer"), "the slow answer");
+    assertEquals(tm.lines(s).slice(-2), ["slow answer", "t> half typed"]);
+    await tm.run("send-keys", "-t", "t", "C-u");
+    // Ctrl+C while a run is active cancels it and returns to the prompt.
+    await tm.run("send-keys", "-t", "t", "sleep", "Enter");
+    const dir = history(f, "t").dir;
+    for (
+      let i = 0;
+      i < 400 && !Deno.readTextFileSync(`${dir}/events.jsonl`).includes("sleeping");
+      i++
+    ) {
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    await tm.run("send-keys", "-t", "t", "C-c");
+    await tm.wait(
+      (s) => s.includes("[cancelled]") && tm.lines(s).at(-1) === "t>",
+      "the cancellation",
+    );
+    assertEquals(history(f, "t").events.at(-1)?.status, "cancelled");
+    // Ctrl+C when idle leaves the chat (the tmux session ends with it).
+    await tm.run("send-keys", "-t", "t", "C-c");
+    for (let i = 0; i < 200 && (await tm.run("has-session", "-t", "t")).code === 0; i++) {
+      await new Promise((r) => setTimeout(r, 25));
+    }
+    assertEquals((await tm.run("has-session", "-t", "t")).code !== 0, true);
+  } finally {
+    await tm.run("kill-server");
+    await d.stop();
+    await cleanup(f);
+  }
+});
+
+Deno.test("agent.sh resolves ctx and execs ctx agent; with input it is send --session default", async () => {
+  const f = await makeTree();
+  const d = await startDaemon(f);
+  try {
+    const text = Deno.readTextFileSync(`${REPO}/cli/agent.sh`);
+    assert(
+      !/socket|json|nc |curl|python/i.test(text.replace(/^#.*$/gm, "")),
+      "no protocol code in agent.sh",
+    );
+    const out = await new Deno.Command(`${REPO}/cli/agent.sh`, {
+      args: ["coder", "-n", "hi", "from", "agent.sh"],
+      env: { PATH: `${ctxBin(f)}:/usr/bin:/bin` },
+      clearEnv: true,
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    assertEquals([out.code, new TextDecoder().decode(out.stdout)], [0, "-n hi from agent.sh\n"]);
+    assertEquals(history(f, "coder", "default").messages[0].content, "-n hi from agent.sh");
+    const usage = await new Deno.Command(`${REPO}/cli/agent.sh`, { stdout: "null", stderr: "null" })
+      .output();
+    assertEquals(usage.code, 2);
+  } finally {
+    await d.stop();
+    await cleanup(f);
+  }
+});

@@ -1,0 +1,232 @@
+/** Shared fixtures of the runtime tests: a real tree, a real daemon process, real clients. */
+import net from "node:net";
+import { currentGeneration, update } from "../../src/store/generation.ts";
+import { createAgent } from "../../src/store/agent_new.ts";
+import { replaceFile } from "../../src/store/atomic.ts";
+import { readRecords } from "../../src/store/jsonl.ts";
+
+const HERE = new URL(".", import.meta.url).pathname;
+/** The checkout root. */
+export const REPO = new URL("../../", import.meta.url).pathname.replace(/\/$/, "");
+/** The pinned Deno launcher. */
+export const DENO = `${REPO}/tools/deno`;
+/** Secrets placed in the daemon's environment: none may reach an agent. */
+export const DAEMON_SECRETS = {
+  OPENAI_API_KEY: "sk-test-openai-secret",
+  AWS_SECRET_ACCESS_KEY: "aws-test-secret",
+  CORTEXFS_MADEUP_TOKEN: "made-up-token-value",
+};
+
+/** A temp storage root with generation 1, a run dir, and a log dir for the test agent. */
+export interface Fixture {
+  tmp: string;
+  root: string;
+  run: string;
+  logs: string;
+}
+
+/** Builds a fresh tree with the real initial-tree migration. */
+export async function makeTree(): Promise<Fixture> {
+  const tmp = await Deno.makeTempDir({ prefix: "ctx-rt-" });
+  const storage = `${tmp}/storage`;
+  update(storage, { uid: 0, gid: 0 });
+  const root = currentGeneration(storage);
+  await Deno.mkdir(`${tmp}/logs`);
+  return { tmp, root, run: `${tmp}/run`, logs: `${tmp}/logs` };
+}
+
+/** Installs the bash test agent as `agent/<name>` (through createAgent) with LOG_DIR in its env. */
+export function addTestAgent(
+  f: Fixture,
+  name: string,
+  options: { approval?: "ask"; env?: Record<string, string> } = {},
+): void {
+  createAgent(f.root, name, { uid: 0, gid: 0, exec: `${HERE}agent.sh` });
+  const env = { LOG_DIR: f.logs, AGENT_FLAVOR: "test", ...options.env };
+  replaceFile(
+    `${f.root}/agent/${name}.d/env`,
+    Object.entries(env).map(([k, v]) => `${k}=${v}\n`).join(""),
+  );
+  if (options.approval) replaceFile(`${f.root}/agent/${name}.d/approval`, `${options.approval}\n`);
+}
+
+/** A daemon child process running tests/runtime/daemon.ts. */
+export interface Daemon {
+  child: Deno.ChildProcess;
+  ready: { agents: string[]; recovered: string[] };
+  /** SIGTERM and wait. */
+  stop(): Promise<void>;
+  /** SIGKILL and wait (a crash). */
+  kill9(): Promise<void>;
+}
+
+/** Starts the daemon with secrets in its environment and waits for its ready line. */
+export async function startDaemon(
+  f: Fixture,
+  options: { approvalTimeoutMs?: number } = {},
+): Promise<Daemon> {
+  const args = ["run", "-A", `${HERE}daemon.ts`, "--root", f.root, "--run", f.run];
+  if (options.approvalTimeoutMs) args.push("--approval-timeout", String(options.approvalTimeoutMs));
+  const child = new Deno.Command(DENO, {
+    args,
+    clearEnv: true,
+    env: {
+      PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin",
+      HOME: Deno.env.get("HOME") ?? "/root",
+      NO_COLOR: "1",
+      ...DAEMON_SECRETS,
+    },
+    stdout: "piped",
+    stderr: "inherit",
+    stdin: "null",
+  }).spawn();
+  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  let buf = "";
+  while (!buf.includes("\n")) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error(`daemon exited before ready: ${buf}`);
+    buf += value;
+  }
+  // Keep draining stdout so the daemon never blocks on it.
+  (async () => {
+    while (!(await reader.read()).done) { /* discard */ }
+  })().catch(() => {});
+  const ready = JSON.parse(buf.slice(0, buf.indexOf("\n")));
+  let gone = false;
+  const end = async (sig: Deno.Signal) => {
+    if (gone) return;
+    gone = true;
+    try {
+      child.kill(sig);
+    } catch { /* already exited */ }
+    await child.status;
+  };
+  return { child, ready, stop: () => end("SIGTERM"), kill9: () => end("SIGKILL") };
+}
+
+/** Result of a CLI run. */
+export interface Output {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs the test `ctx` entry (`ctx agent ...` with the runtime commands) as a child process. */
+export async function ctx(
+  f: Fixture,
+  args: string[],
+  options: { stdin?: string } = {},
+): Promise<Output> {
+  const child = new Deno.Command(DENO, {
+    args: ["run", "-A", `${HERE}ctx.ts`, "--root", f.root, ...args],
+    clearEnv: true,
+    env: {
+      PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin",
+      HOME: Deno.env.get("HOME") ?? "/root",
+      NO_COLOR: "1",
+    },
+    stdin: options.stdin === undefined ? "null" : "piped",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  if (options.stdin !== undefined) {
+    const w = child.stdin.getWriter();
+    await w.write(new TextEncoder().encode(options.stdin));
+    await w.close();
+  }
+  const out = await child.output();
+  const dec = new TextDecoder();
+  return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
+}
+
+/** A raw JSONL client on an agent socket, from the test process itself. */
+export class Raw {
+  socket: net.Socket;
+  frames: Record<string, unknown>[] = [];
+  ended = false;
+  #buf = "";
+  #wake?: () => void;
+
+  private constructor(s: net.Socket) {
+    this.socket = s;
+    s.setEncoding("utf8");
+    s.on("data", (d: string) => {
+      this.#buf += d;
+      let i;
+      while ((i = this.#buf.indexOf("\n")) >= 0) {
+        this.frames.push(JSON.parse(this.#buf.slice(0, i)));
+        this.#buf = this.#buf.slice(i + 1);
+      }
+      this.#wake?.();
+    });
+    const end = () => {
+      this.ended = true;
+      this.#wake?.();
+    };
+    s.on("close", end);
+    s.on("end", end);
+    s.on("error", end);
+  }
+
+  /** Connects to `<root>/agent/<name>.sock`. */
+  static connect(path: string): Promise<Raw> {
+    return new Promise((resolve, reject) => {
+      const s = net.connect(path);
+      s.once("connect", () => resolve(new Raw(s)));
+      s.once("error", reject);
+    });
+  }
+
+  /** Writes a frame (object) or raw bytes/text. */
+  write(frame: unknown): void {
+    if (typeof frame === "string" || frame instanceof Uint8Array) this.socket.write(frame);
+    else this.socket.write(JSON.stringify(frame) + "\n");
+  }
+
+  /** Waits until `pred` holds over the frames received so far (or the stream ends). */
+  async until(
+    pred: (frames: Record<string, unknown>[]) => boolean,
+  ): Promise<Record<string, unknown>[]> {
+    while (!pred(this.frames)) {
+      if (this.ended) throw new Error(`connection ended; frames: ${JSON.stringify(this.frames)}`);
+      await new Promise<void>((r) => this.#wake = r);
+    }
+    return this.frames;
+  }
+
+  /** Waits for the `done` of the first run started on this connection after `from`. */
+  async run(from = 0): Promise<Record<string, unknown>[]> {
+    const fs = await this.until((fs) => fs.slice(from).some((f) => f.type === "done"));
+    const rest = fs.slice(from);
+    return rest.slice(0, rest.findIndex((f) => f.type === "done") + 1);
+  }
+
+  /** Closes the connection. */
+  close(): void {
+    this.socket.destroy();
+  }
+}
+
+/** events.jsonl and messages.jsonl of a private session (they must parse). */
+export function history(f: Fixture, agent: string, session = "default", uid = 0) {
+  const dir = `${f.root}/home/${uid}/agent/${agent}/session/${session}`;
+  return {
+    dir,
+    events: readRecords(`${dir}/events.jsonl`) as Record<string, unknown>[],
+    messages: readRecords(`${dir}/messages.jsonl`) as Record<string, unknown>[],
+  };
+}
+
+/** Removes everything the fixture made. */
+export async function cleanup(f: Fixture): Promise<void> {
+  await Deno.remove(f.tmp, { recursive: true }).catch(() => {});
+}
+
+/** Strips the volatile fields (ids, times, digests) of frames for whole-value comparison. */
+export function shape(frames: Record<string, unknown>[]): Record<string, unknown>[] {
+  return frames.map((f) => {
+    const o: Record<string, unknown> = { ...f };
+    for (const k of ["run", "id", "ts", "digest", "client_id"]) if (k in o) o[k] = `<${k}>`;
+    return o;
+  });
+}
