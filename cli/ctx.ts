@@ -117,6 +117,14 @@ program
 addAgentCommands(
   program.command("agent").description("agent objects and sessions"),
   agentContext(program, env),
+  // The socket client (node:net, zod frames) loads only for `ctx agent ...`: status/ls stay light.
+  Deno.args.includes("agent")
+    ? await Promise.all([
+      import("../src/ctx/chat.ts"),
+      import("../src/ctx/send.ts"),
+      import("../src/ctx/history.ts"),
+    ]).then((ms) => ms.map((m) => m.register))
+    : [],
 );
 
 try {
