@@ -1,8 +1,11 @@
 /**
- * `deno task build`: makes dist/bin/{ctx,tsh,ctxterm,cortexfsd} (+ agent.sh). Compiled binaries when
- * a denort runtime is available offline (DENORT_BIN, or the zip pre-seeded in DENO_DIR), otherwise
- * launcher scripts that exec the pinned deno with the same permission flags on the entry files.
+ * `deno task build`: makes dist/bin/{ctx,tsh,ctxterm,cortexfsd} (+ agent.sh) and the in-sandbox tsh
+ * bundle dist/tsh/tsh.js. Compiled binaries when a denort runtime is available offline (DENORT_BIN,
+ * or the zip pre-seeded in DENO_DIR), otherwise launcher scripts that exec the pinned deno with the
+ * same permission flags on the entry files.
  */
+import { tshBundle } from "../src/tool/bundle.ts";
+
 const here = new URL("..", import.meta.url).pathname.replace(/\/$/, "");
 const DENO_VERSION = "2.9.6";
 const BINARIES = ["ctx", "tsh", "ctxterm", "cortexfsd"] as const;
@@ -15,6 +18,8 @@ export interface BuildOptions {
   mode?: "compile" | "launcher";
   /** The environment to look for DENORT_BIN / DENO_DIR in. */
   env?: Record<string, string | undefined>;
+  /** Where the tsh bundle goes; default `<out>/../tsh/tsh.js` (dist/tsh/tsh.js). */
+  bundle?: string;
 }
 
 /** What the build made. */
@@ -23,6 +28,8 @@ export interface BuildResult {
   out: string;
   built: string[];
   skipped: string[];
+  /** Path of the tsh bundle, when it was made. */
+  bundle?: string;
 }
 
 /** The per-binary Deno permission flags (packaging/permissions.json). */
@@ -108,12 +115,20 @@ export async function build(options: BuildOptions = {}): Promise<BuildResult> {
     }
     built.push(name);
   }
+  // The bundle runTsh binds into every sandbox; runTsh reuses it while it is newer than the
+  // sources, so a built dist/ needs no bundler at run time.
+  let bundle: string | undefined;
+  if (exists(`${here}/cli/tsh.ts`)) {
+    const parent = out.replace(/\/+$/, "").replace(/\/[^/]*$/, "") || "/";
+    bundle = await tshBundle({ out: options.bundle ?? `${parent}/tsh/tsh.js`, force: true });
+    built.push("tsh.js");
+  } else skipped.push("tsh.js");
   if (exists(`${here}/cli/agent.sh`)) {
     Deno.copyFileSync(`${here}/cli/agent.sh`, `${out}/agent.sh`);
     Deno.chmodSync(`${out}/agent.sh`, 0o755);
     built.push("agent.sh");
   } else skipped.push("agent.sh");
-  return { mode, out, built, skipped };
+  return { mode, out, built, skipped, bundle };
 }
 
 if (import.meta.main) {
@@ -129,6 +144,8 @@ if (import.meta.main) {
     Deno.exit(2);
   }
   const r = await build({ out, mode });
-  console.log(`${r.mode}: ${r.built.join(" ")} -> ${r.out}`);
+  console.log(
+    `${r.mode}: ${r.built.join(" ")} -> ${r.out}${r.bundle ? ` (tsh.js: ${r.bundle})` : ""}`,
+  );
   if (r.skipped.length) console.log(`skipped (no entry file): ${r.skipped.join(" ")}`);
 }

@@ -3,15 +3,16 @@ import { assertEquals, assertMatch } from "../tests/assert.ts";
 import { build, findDenort, launcher, permissionFlags } from "./build.ts";
 
 Deno.test("build makes launcher scripts with each binary's permission flags when no denort exists", async () => {
-  const out = await Deno.makeTempDir({ prefix: "ctx-build-" });
+  const dist = await Deno.makeTempDir({ prefix: "ctx-build-" });
+  const out = `${dist}/bin`;
   const storage = await Deno.makeTempDir({ prefix: "ctx-build-st-" });
   try {
-    const env = { HOME: "/nonexistent", DENO_DIR: `${out}/no-deno-dir` };
+    const env = { HOME: "/nonexistent", DENO_DIR: `${dist}/no-deno-dir` };
     assertEquals(findDenort(env), undefined);
     const r = await build({ out, env });
     assertEquals(r.mode, "launcher");
     assertEquals(r.built.includes("ctx"), true);
-    for (const name of r.built.filter((n) => n !== "agent.sh")) {
+    for (const name of r.built.filter((n) => n !== "agent.sh" && n !== "tsh.js")) {
       assertEquals(
         Deno.readTextFileSync(`${out}/${name}`),
         launcher(name, permissionFlags()[name]),
@@ -24,7 +25,11 @@ Deno.test("build makes launcher scripts with each binary's permission flags when
       "ctx",
       "ctxterm",
       "tsh",
+      "tsh.js",
     ]);
+    // The in-sandbox tsh bundle sits beside bin/ and runs on its own (no config, lock, remote
+    // or npm: exactly as runTsh starts it in a sandbox).
+    assertEquals(r.bundle, `${dist}/tsh/tsh.js`);
     // The ctx launcher runs with exactly ctx's permission set: a storage update and a read work.
     const run = (args: string[], extra: Record<string, string>) =>
       new Deno.Command(`${out}/ctx`, {
@@ -39,8 +44,29 @@ Deno.test("build makes launcher scripts with each binary's permission flags when
       { code: ls.code, out: new TextDecoder().decode(ls.stdout) },
       { code: 0, out: "coder\ncoder.d\n" },
     );
+    const tsh = await new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "--quiet",
+        "--no-config",
+        "--no-lock",
+        "--no-remote",
+        "--no-npm",
+        ...permissionFlags().tsh,
+        `${dist}/tsh/tsh.js`,
+        "--root",
+        `${storage}/current`,
+        "tools",
+      ],
+      env: { CTX_PATH: "/ctx/tool", NO_COLOR: "1" },
+      clearEnv: true,
+    }).output();
+    assertEquals(
+      { code: tsh.code, out: new TextDecoder().decode(tsh.stdout) },
+      { code: 0, out: "bash\nfs.list\nfs.read\nfs.replace\nfs.stat\nfs.write\n" },
+    );
   } finally {
-    await Deno.remove(out, { recursive: true });
+    await Deno.remove(dist, { recursive: true });
     await Deno.remove(storage, { recursive: true });
   }
 });

@@ -1,9 +1,8 @@
 /** The one authority check every execution path calls: controls are re-read on every call. */
-import { type Errno, toCtxError } from "../abi/errno.ts";
-import { parsePolicy } from "../abi/policy.ts";
-import { defaultCtxPath, resolveTool } from "../tool/resolve.ts";
+import { CtxError, type Errno, toCtxError } from "../abi/errno.ts";
+import { type AgentDef, loadAgent, loadTool, resolveAgent } from "../store/agent.ts";
+import { resolveTool } from "../tool/resolve.ts";
 import { builtinOf, openNoFollow } from "../tool/open.ts";
-import { type AgentControls, readControls } from "./view.ts";
 import { type Letter, letterOf } from "./perm.ts";
 import { allows, ruleText } from "./rules.ts";
 
@@ -15,13 +14,19 @@ export interface Request {
   tool: string;
   /** Path of the /ctx tree on this side (host path, or `/ctx` inside the sandbox). */
   root: string;
-  /** The calling Linux uid (its `home/<uid>/tool` tier is on the default CTX_PATH). */
+  /**
+   * The calling Linux uid. Kept for callers; the user tool tier on the default CTX_PATH is the
+   * agent's runtime uid's (`path` default of loadAgent), the identity its tools run as.
+   */
   uid: number;
 }
 
+/** The authority-bearing agent view authorize() read: the whole definition, parsed fresh. */
+export type AgentControls = AgentDef;
+
 /** Options for {@link authorize}. */
 export interface AuthorizeOptions {
-  /** The view's CTX_PATH when the caller runs inside a view; default: the agent's `path` control. */
+  /** The view's CTX_PATH when the caller runs inside a view; default: the agent's `path` control (or its default). */
   ctxPath?: string[];
 }
 
@@ -38,7 +43,7 @@ export interface AllowedTool {
   builtin?: string;
   /** The perm letter it consumed. */
   letter: Letter;
-  /** Its input schema (`.d/schema`), when present. */
+  /** Its input schema (`.d/schema`, parsed by loadTool). */
   schema?: Record<string, unknown>;
 }
 
@@ -49,6 +54,22 @@ export type Verdict =
 
 function deny(errno: Errno, reason: string): Verdict {
   return { allow: false, errno, reason };
+}
+
+/**
+ * Runs `load` (a store loader) where the object is known to exist: a missing required control
+ * then means an incomplete object, which denies (EACCES) rather than "no such object".
+ */
+function complete<T>(what: string, load: () => T): T {
+  try {
+    return load();
+  } catch (e) {
+    const err = toCtxError(e);
+    if (err.errno !== "ENOENT") throw err;
+    throw new CtxError("EACCES", `${what} is incomplete, authority fails closed: ${err.message}`, {
+      path: err.path,
+    });
+  }
 }
 
 /** True when Linux mode bits give `who` read and execute on a file. */
@@ -65,7 +86,7 @@ function linuxAllows(
 }
 
 /** True when the agent's policy grants network (`allow <subject> network:default connect`). */
-export function networkAllowed(agent: AgentControls): boolean {
+export function networkAllowed(agent: Pick<AgentDef, "policy" | "subject">): boolean {
   return allows(agent.policy, {
     subject: agent.subject,
     cls: "network",
@@ -82,8 +103,11 @@ export function networkAllowed(agent: AgentControls): boolean {
  */
 export function authorize(request: Request, options: AuthorizeOptions = {}): Verdict {
   try {
-    const agent = readControls(request.root, request.agent);
-    const ctxPath = options.ctxPath ?? agent.path ?? defaultCtxPath(request.uid);
+    // One parser for every control (src/store/agent.ts): the agent must exist (ENOENT), and then
+    // every control of it must be present where required and valid (EACCES, EINVAL).
+    const real = resolveAgent(request.root, request.agent);
+    const agent = complete(`agent "${real}"`, () => loadAgent(request.root, real));
+    const ctxPath = options.ctxPath ?? agent.path;
     const hit = resolveTool(request.tool, { root: request.root, ctxPath });
     if (!hit) {
       return deny("ENOENT", `tool "${request.tool}" not found in CTX_PATH ${ctxPath.join(":")}`);
@@ -113,29 +137,18 @@ export function authorize(request: Request, options: AuthorizeOptions = {}): Ver
     if (!allows(agent.policy, ask)) {
       return deny("EACCES", `agent policy of "${agent.name}" has no "${ruleText(ask)}"`);
     }
-    let toolPolicy;
-    try {
-      toolPolicy = parsePolicy(Deno.readTextFileSync(`${hit.dir}/policy`));
-    } catch (e) {
-      const err = toCtxError(e, `${hit.dir}/policy`);
-      if (err.errno === "ENOENT") return deny("EACCES", `tool "${request.tool}" has no .d/policy`);
-      throw err;
-    }
-    if (!allows(toolPolicy, ask)) {
+    // The tool's `.d/` beside the executable that was found: every control parsed fresh.
+    const tool = complete(
+      `tool "${request.tool}"`,
+      () => loadTool(hit.host.slice(0, hit.host.lastIndexOf("/")), request.tool),
+    );
+    if (!allows(tool.policy, ask)) {
       return deny("EACCES", `tool policy of "${request.tool}" has no "${ruleText(ask)}"`);
-    }
-    let schema: Record<string, unknown> | undefined;
-    try {
-      schema = JSON.parse(Deno.readTextFileSync(`${hit.dir}/schema`));
-    } catch (e) {
-      if (!(e instanceof Deno.errors.NotFound)) {
-        return deny("EINVAL", `tool "${request.tool}" has an unreadable .d/schema: ${e}`);
-      }
     }
     return {
       allow: true,
       agent,
-      tool: { name: request.tool, ...hit, builtin, letter, schema },
+      tool: { name: request.tool, ...hit, builtin, letter, schema: tool.schema },
       network: networkAllowed(agent),
     };
   } catch (e) {

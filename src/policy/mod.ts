@@ -1,5 +1,6 @@
 /** The public face of src/policy: policy v0 evaluation, the perm ceiling and authorize(). */
 export {
+  type AgentControls,
   type AllowedTool,
   authorize,
   type AuthorizeOptions,
@@ -8,5 +9,5 @@ export {
   type Verdict,
 } from "./authorize.ts";
 export { allows, type Ask, ruleText } from "./rules.ts";
+export { checkMounts } from "./mount.ts";
 export { type Letter, letterOf, SHELL_TOOLS } from "./perm.ts";
-export { type AgentControls, readControls } from "./view.ts";

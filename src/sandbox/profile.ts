@@ -25,8 +25,10 @@ export interface HostLayout {
 export interface SandboxSpec {
   /** Host path of the /ctx tree (the mount, or a storage generation), bound read-only. */
   ctx: string;
-  /** Host directory bound read-write at /workspace (the start directory). */
+  /** Host directory bound at /workspace (the default start directory). */
   workspace: string;
+  /** Mode of /workspace; default `rw` (a `mount` line targeting /workspace may say `ro`). */
+  workspaceMode?: "ro" | "rw";
   /** Host directory backing HOME=/home/agent (`home/<uid>/agent/<name>`). */
   home: string;
   /** Agent uid, gid and supplementary groups. */
@@ -39,8 +41,14 @@ export interface SandboxSpec {
   network: boolean;
   /** The process environment inside, exactly (built from empty). */
   env: Record<string, string>;
-  /** Extra binds, applied after the standard ones (e.g. the deno binary and the tsh bundle). */
+  /** The agent's `mount` binds (see mounts.ts), applied after /workspace, under .git protection. */
+  mounts?: Bind[];
+  /** Runtime binds, applied last so nothing covers them (the deno binary and the tsh bundle). */
   binds?: Bind[];
+  /** The agent's `root`: a host directory bound read-write at `/` beneath every standard bind. */
+  root?: string;
+  /** Start directory inside; default `/workspace` (checked against the view by mounts.ts). */
+  cwd?: string;
   /** When the workspace holds a `.git` file (a worktree), the gitdir it names, host path. */
   gitdir?: string;
   /** True when `<workspace>/.git` exists (it is then over-mounted read-only). */
@@ -133,8 +141,9 @@ function accounts(spec: SandboxSpec): Record<string, string> {
 
 /**
  * Builds the bwrap profile: user, pid, ipc, uts, cgroup and (unless granted) network namespaces;
- * system dirs read-only; /ctx read-only; HOME and /workspace read-write with `.git` read-only on
- * top; an environment of exactly `spec.env`. Fails closed (EINVAL) on a path it cannot express.
+ * the agent's root (if any) beneath everything; system dirs read-only; /ctx read-only; HOME and
+ * /workspace read-write; the agent's mounts; `.git` read-only on top; the runtime binds last; an
+ * environment of exactly `spec.env`. Fails closed (EINVAL) on a path it cannot express.
  */
 export function profile(spec: SandboxSpec, options: ProfileOptions): Profile {
   const { layout } = options;
@@ -143,6 +152,8 @@ export function profile(spec: SandboxSpec, options: ProfileOptions): Profile {
   if (options.dieWithParent ?? true) a.push("--die-with-parent");
   if (options.newSession ?? true) a.push("--new-session");
   a.push("--uid", String(spec.uid), "--gid", String(spec.gid), "--hostname", "cortexfs");
+  // The chroot base first: every standard bind lands on top of it.
+  if (spec.root) a.push("--bind", absolute(spec.root, "root"), "/");
   for (const d of layout.dirs) a.push("--ro-bind", `/${d}`, `/${d}`);
   for (const [name, target] of Object.entries(layout.links)) {
     a.push("--symlink", target, `/${name}`);
@@ -158,18 +169,20 @@ export function profile(spec: SandboxSpec, options: ProfileOptions): Profile {
   a.push("--ro-bind", absolute(spec.ctx, "ctx root"), "/ctx");
   a.push("--bind", absolute(spec.home, "home"), "/home/agent");
   const ws = absolute(spec.workspace, "workspace");
-  a.push("--bind", ws, "/workspace");
-  // Protected paths stay read-only under the writable root (codex-rs habit; a seed design test).
-  if (spec.git) a.push("--ro-bind", `${ws}/.git`, "/workspace/.git");
-  if (spec.gitdir) a.push("--ro-bind", absolute(spec.gitdir, "gitdir"), spec.gitdir);
-  for (const b of spec.binds ?? []) {
+  a.push(spec.workspaceMode === "ro" ? "--ro-bind" : "--bind", ws, "/workspace");
+  const bind = (b: Bind) =>
     a.push(
       b.mode === "rw" ? "--bind" : "--ro-bind",
       absolute(b.src, "bind"),
       absolute(b.dst, "bind"),
     );
-  }
-  a.push("--chdir", "/workspace", "--cap-drop", "ALL", "--clearenv");
+  for (const b of spec.mounts ?? []) bind(b);
+  // Protected paths stay read-only under the writable root (codex-rs habit; a seed design test),
+  // bound after the agent's mounts so none of them can cover the protection.
+  if (spec.git) a.push("--ro-bind", `${ws}/.git`, "/workspace/.git");
+  if (spec.gitdir) a.push("--ro-bind", absolute(spec.gitdir, "gitdir"), spec.gitdir);
+  for (const b of spec.binds ?? []) bind(b);
+  a.push("--chdir", absolute(spec.cwd ?? "/workspace", "cwd"), "--cap-drop", "ALL", "--clearenv");
   for (const [k, v] of Object.entries(spec.env)) {
     if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(k) || v.includes("\0")) {
       throw new CtxError("EINVAL", `sandbox environment entry "${k}" is not a valid variable`);

@@ -3,8 +3,10 @@ import { TSH_ENV } from "../sandbox/env.ts";
 import { operate, type ShellContext, words } from "./shell.ts";
 import { ctxPathFor, mapView } from "./resolve.ts";
 import type { ToolResult } from "./result.ts";
+import { toolCache } from "./config.ts";
 
-const USAGE = `usage: tsh [--json] [--root PATH] [--limit BYTES] [TOOL|BUILTIN [ARGS...]]
+const USAGE =
+  `usage: tsh [--json] [--root PATH] [--limit BYTES] [--cache N] [TOOL|BUILTIN [ARGS...]]
 With no operation tsh reads commands from a line-editing prompt. Tools resolve through CTX_PATH only.
 `;
 
@@ -18,7 +20,7 @@ function readEnv(): Record<string, string | undefined> {
 /** Builds tsh's context from its environment and flags. */
 export function context(
   env: Record<string, string | undefined>,
-  options: { root?: string; limit?: number } = {},
+  options: { root?: string; limit?: number; cache?: number } = {},
 ): ShellContext {
   const root = options.root ?? env.CTX_ROOT ?? "/ctx";
   const m = /\/home\/(\d+)$/.exec(env.CTX_HOME ?? "");
@@ -38,6 +40,7 @@ export function context(
     home: env.HOME,
     env,
     limit: options.limit ?? 16384,
+    cache: options.cache,
   };
 }
 
@@ -80,12 +83,14 @@ async function repl(ctx: ShellContext): Promise<number> {
 /** Runs tsh with `argv`; returns the exit code (the tool's own). */
 export async function tshMain(argv: string[]): Promise<number> {
   let json = false, root: string | undefined, limit: number | undefined;
+  let cache: string | undefined;
   let i = 0;
   for (; i < argv.length; i++) {
     const a = argv[i];
     if (a === "--json") json = true;
     else if (a === "--root" && i + 1 < argv.length) root = argv[++i];
     else if (a === "--limit" && i + 1 < argv.length) limit = Number(argv[++i]);
+    else if (a === "--cache" && i + 1 < argv.length) cache = argv[++i];
     else if (a === "-h" || a === "--help") {
       Deno.stdout.writeSync(new TextEncoder().encode(USAGE));
       return 0;
@@ -100,7 +105,16 @@ export async function tshMain(argv: string[]): Promise<number> {
     );
     return 2;
   }
-  const ctx = context(readEnv(), { root, limit });
+  let capacity: number | undefined;
+  try {
+    capacity = toolCache(cache);
+  } catch (e) {
+    Deno.stderr.writeSync(
+      new TextEncoder().encode(`tsh: EINVAL: --cache: ${(e as Error).message}\n`),
+    );
+    return 2;
+  }
+  const ctx = context(readEnv(), { root, limit, cache: capacity });
   const args = argv.slice(i);
   if (args.length === 0 && !json) return await repl(ctx);
   if (json) {

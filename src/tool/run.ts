@@ -1,17 +1,20 @@
 /** runTsh: one tsh operation for an agent, run as tsh inside a fresh bubblewrap sandbox. */
 import { CtxError, toCtxError } from "../abi/errno.ts";
 import { authorize, networkAllowed } from "../policy/authorize.ts";
-import { readControls } from "../policy/view.ts";
+import { checkMounts } from "../policy/mount.ts";
 import { agentEnv } from "../sandbox/env.ts";
 import { launch } from "../sandbox/launch.ts";
 import { requireSandbox } from "../sandbox/doctor.ts";
+import { planView } from "../sandbox/mounts.ts";
+import { hostLayout } from "../sandbox/profile.ts";
 import type { Receipt } from "../sandbox/receipt.ts";
 import { workspaceGit } from "../sandbox/workspace.ts";
 import { ensureDir } from "../store/atomic.ts";
+import { loadAgent } from "../store/agent.ts";
 import permissions from "../../packaging/permissions.json" with { type: "json" };
 import { tshBundle } from "./bundle.ts";
+import { toolCache } from "./config.ts";
 import { failed, type ToolResult } from "./result.ts";
-import { defaultCtxPath } from "./resolve.ts";
 
 /** Options for {@link runTsh}. */
 export interface RunOptions {
@@ -36,6 +39,11 @@ export interface RunOptions {
   deno?: string;
   /** Receives the launch receipt before the command is released. */
   onReceipt?: (r: Receipt) => void;
+  /**
+   * The caller's CTX_TOOL_CACHE (the runtime passes its own): load/pin capacity, clamped
+   * 1..1024, winning over `tool/tsh.d/config`. Given to tsh as `--cache`, never as a variable.
+   */
+  toolCache?: string;
 }
 
 const TSH_BUILTINS = [
@@ -48,8 +56,12 @@ const TSH_BUILTINS = [
   "pin",
   "unpin",
   "pins",
+  "type",
+  "command",
   "exit",
 ];
+
+let layout: ReturnType<typeof hostLayout> | undefined;
 
 /** Where deno itself and the bundle appear inside the sandbox. */
 export const SANDBOX_DENO = "/opt/cortexfs/bin/deno";
@@ -69,12 +81,17 @@ export async function runTsh(args: string[], options: RunOptions): Promise<ToolR
   try {
     await requireSandbox();
     const root = Deno.realPathSync(options.root);
-    const agent = readControls(root, options.agent);
+    // Every control parsed fresh by the one loader (src/store/agent.ts), aliases resolved.
+    const agent = loadAgent(root, options.agent);
     if (args.length && !TSH_BUILTINS.includes(args[0])) {
-      const v = authorize({ agent: options.agent, tool: args[0], root, uid: options.uid });
+      const v = authorize({ agent: agent.name, tool: args[0], root, uid: options.uid });
       if (!v.allow) return failed(name, new CtxError(v.errno, v.reason));
     }
-    const home = options.home ?? `${root}/home/${options.uid}/agent/${options.agent}`;
+    const cache = toolCache(options.toolCache);
+    // The view's binds: policy must grant each (checkMounts), and the sandbox must be able to
+    // enforce each (planView); either refusal spawns nothing.
+    checkMounts(agent);
+    const home = options.home ?? `${root}/home/${options.uid}/agent/${agent.name}`;
     try {
       Deno.statSync(home);
     } catch {
@@ -83,19 +100,31 @@ export async function runTsh(args: string[], options: RunOptions): Promise<ToolR
       ensureDir(home, 0o700);
       if (Deno.uid() === 0) Deno.chownSync(home, agent.uid, agent.gid);
     }
-    const workspace = Deno.realPathSync(options.workspace);
+    const plan = planView({
+      ctx: root,
+      home,
+      workspace: Deno.realPathSync(options.workspace),
+      mount: agent.mount,
+      root: agent.root,
+      cwd: agent.cwd,
+      layout: layout ??= hostLayout(),
+    });
     const limit = options.limit ?? 16384;
     const bundle = options.bundle ?? await tshBundle({ deno: options.deno });
     const deno = options.deno ?? Deno.execPath();
     const env = agentEnv({
-      agent: options.agent,
+      agent: agent.name,
       subject: agent.subject,
       uid: options.uid,
-      ctxPath: agent.path ?? defaultCtxPath(options.uid),
+      ctxPath: agent.path,
     });
     const res = await launch({
       ctx: root,
-      workspace,
+      workspace: plan.workspace,
+      workspaceMode: plan.workspaceMode,
+      mounts: plan.mounts,
+      root: plan.root,
+      cwd: plan.cwd,
       home,
       uid: agent.uid,
       gid: agent.gid,
@@ -106,7 +135,7 @@ export async function runTsh(args: string[], options: RunOptions): Promise<ToolR
         { src: deno, dst: SANDBOX_DENO, mode: "ro" },
         { src: bundle, dst: SANDBOX_TSH, mode: "ro" },
       ],
-      ...workspaceGit(workspace),
+      ...workspaceGit(plan.workspace),
       command: [
         SANDBOX_DENO,
         "run",
@@ -120,10 +149,16 @@ export async function runTsh(args: string[], options: RunOptions): Promise<ToolR
         "--json",
         "--limit",
         String(limit),
+        ...(cache === undefined ? [] : ["--cache", String(cache)]),
         "--",
         ...args,
       ],
-    }, { signal: options.signal, onReceipt: options.onReceipt, limit: 4 * limit + 65536 });
+    }, {
+      signal: options.signal,
+      onReceipt: options.onReceipt,
+      limit: 4 * limit + 65536,
+      layout,
+    });
     const text = new TextDecoder().decode(res.stdout);
     for (const line of text.split("\n")) {
       if (!line.startsWith("{")) continue;

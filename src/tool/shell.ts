@@ -5,6 +5,7 @@ import { openNoFollow } from "./open.ts";
 import { failed, ok, type ToolResult } from "./result.ts";
 import { mapView, resolveTool } from "./resolve.ts";
 import { load, readState, unload, unpin, writeState } from "./state.ts";
+import { cacheBounds, readTshConfig } from "./config.ts";
 
 /** tsh's resolved view of where it runs. */
 export interface ShellContext {
@@ -16,12 +17,16 @@ export interface ShellContext {
   home?: string;
   env: Record<string, string | undefined>;
   limit: number;
+  /** CTX_TOOL_CACHE as given to tsh (`--cache`), already clamped; it wins over the config. */
+  cache?: number;
 }
 
 const BUILTINS: Record<string, string> = {
   help: "help [TOOL]: this list, or a tool's description and input schema",
   tools: "tools [-l]: tools visible through CTX_PATH (-l: name, path, description)",
   which: "which TOOL: the CTX_PATH entry that TOOL resolves to",
+  type: "type TOOL: the same as which",
+  command: "command -v TOOL: the same as which",
   load: "load TOOL: add TOOL's metadata to the tool context",
   unload: "unload TOOL: drop TOOL's metadata from the tool context",
   loads: "loads: loaded tools (pinned ones marked *)",
@@ -96,18 +101,24 @@ function builtin(op: string, args: string[], ctx: ShellContext): ToolResult {
       return ok(op, rows.map((r) => r + "\n").join(""));
     }
     case "which":
+    case "type":
       return ok(op, found(ctx, need(args, op)).path + "\n");
+    case "command":
+      if (args[0] !== "-v") throw new CtxError("EINVAL", `usage: ${BUILTINS[op]}`);
+      return ok(op, found(ctx, need(args.slice(1), op)).path + "\n");
     case "load":
     case "pin": {
       const name = need(args, op);
       const hit = found(ctx, name);
       openNoFollow(hit.host); // a symlinked tool is refused here too
       const state = readState(home(ctx));
+      // Read now, like every control: a changed tool/tsh.d/config applies to the next load.
+      const bounds = cacheBounds(readTshConfig(ctx.root), ctx.cache);
       const evicted = load(state, {
         name,
         path: hit.path,
         description: text(hit.dir, "description"),
-      }, { pin: op === "pin" });
+      }, { pin: op === "pin", ...bounds });
       writeState(home(ctx), state);
       const ev = evicted.length ? ` (evicted ${evicted.join(", ")})` : "";
       return ok(op, `${op === "pin" ? "pinned" : "loaded"} ${name}${ev}\n`);

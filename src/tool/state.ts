@@ -19,8 +19,11 @@ export interface TshState {
   loaded: Loaded[];
 }
 
-/** Default number of loaded entries kept (tool/tsh.d/config `cache_capacity`). */
+/** Default number of unpinned entries kept (tool/tsh.d/config `cache_capacity`). */
 export const CAPACITY = 32;
+
+/** Default hard bound on loaded entries, pinned included (`max_loaded_tools`). */
+export const MAX_LOADED = 64;
 
 /** The state file under an agent home. */
 export function statePath(home: string): string {
@@ -55,21 +58,35 @@ export function writeState(home: string, state: TshState): void {
 
 /**
  * Adds (or refreshes) a tool; `pin` protects it. Then evicts least-recently-used unpinned
- * entries above `capacity`. Returns the names evicted.
+ * entries while more than `capacity` (and never more than `max`) are loaded. Pinned entries are
+ * never evicted: a load or pin that would need more than `max` of them is ENOSPC, state unchanged.
+ * Only this metadata list changes; nothing here reads or writes an authority control.
  */
 export function load(
   state: TshState,
   entry: Omit<Loaded, "used" | "pinned">,
-  options: { pin?: boolean; capacity?: number } = {},
+  options: { pin?: boolean; capacity?: number; max?: number } = {},
 ): string[] {
-  const at = ++state.clock;
+  const capacity = options.capacity ?? CAPACITY;
+  const max = options.max ?? MAX_LOADED;
   const old = state.loaded.find((l) => l.name === entry.name);
+  const pinned = state.loaded.filter((l) => l.pinned).length;
+  // A new entry, or a new pin, needs a slot that no eviction can free once pins fill `max`.
+  if ((!old || (options.pin && !old.pinned)) && pinned >= max) {
+    throw new CtxError(
+      "ENOSPC",
+      `cannot ${
+        options.pin ? "pin" : "load"
+      } ${entry.name}: ${pinned} pinned tools fill max_loaded_tools=${max} (unpin one)`,
+    );
+  }
+  const at = ++state.clock;
   if (old) {
     Object.assign(old, entry, { used: at, pinned: old.pinned || (options.pin ?? false) });
   } else state.loaded.push({ ...entry, pinned: options.pin ?? false, used: at });
-  const capacity = options.capacity ?? CAPACITY;
+  const bound = Math.min(capacity, max);
   const evicted: string[] = [];
-  while (state.loaded.length > capacity) {
+  while (state.loaded.length > bound) {
     const victims = state.loaded.filter((l) => !l.pinned && l.name !== entry.name);
     if (victims.length === 0) break;
     const v = victims.reduce((a, b) => (a.used <= b.used ? a : b));

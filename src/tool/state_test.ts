@@ -1,6 +1,7 @@
 /** tsh load/pin state: bounded, LRU eviction of unpinned entries only, persisted in the home. */
-import { assertEquals } from "../../tests/assert.ts";
-import { load, readState, unpin, writeState } from "./state.ts";
+import { assertEquals, assertThrows } from "../../tests/assert.ts";
+import { CtxError } from "../abi/errno.ts";
+import { load, readState, type TshState, unpin, writeState } from "./state.ts";
 
 Deno.test("load() evicts the least recently used unpinned entry; pinned entries stay", async () => {
   const home = await Deno.makeTempDir();
@@ -21,4 +22,22 @@ Deno.test("load() evicts the least recently used unpinned entry; pinned entries 
   } finally {
     await Deno.remove(home, { recursive: true });
   }
+});
+
+Deno.test("load() keeps pins past the capacity but never past max; a pin beyond max is ENOSPC, state unchanged", () => {
+  const s: TshState = { version: 1, clock: 0, loaded: [] };
+  const e = (name: string) => ({ name, path: `/ctx/tool/${name}`, description: name });
+  load(s, e("a"), { pin: true, capacity: 1, max: 2 });
+  load(s, e("b"), { pin: true, capacity: 1, max: 2 });
+  const before = structuredClone(s);
+  const err = assertThrows(() => load(s, e("c"), { pin: true, capacity: 1, max: 2 }), CtxError);
+  assertEquals([err.errno, s], ["ENOSPC", before]);
+  assertEquals(
+    assertThrows(() => load(s, e("c"), { capacity: 1, max: 2 }), CtxError).errno,
+    "ENOSPC",
+  );
+  unpin(s, "b");
+  // Now b is evictable: loading c evicts it (capacity 1, pins exempt).
+  assertEquals(load(s, e("c"), { capacity: 1, max: 2 }), ["b"]);
+  assertEquals(s.loaded.map((l) => [l.name, l.pinned]), [["a", true], ["c", false]]);
 });

@@ -39,10 +39,21 @@ export async function fixture(): Promise<Fixture> {
   };
 }
 
-/** Adds an ordinary executable tool object `tool/<name>` with a policy allowing coder_t. */
-export function addTool(root: string, name: string, script: string): void {
-  Deno.mkdirSync(`${root}/tool/${name}.d`, { recursive: true });
-  replaceFile(`${root}/tool/${name}.d/policy`, `allow coder_t tool:${name} execute\n`);
-  replaceFile(`${root}/tool/${name}.d/description`, `test tool ${name}\n`);
-  replaceFile(`${root}/tool/${name}`, script, { mode: 0o755 });
+/**
+ * Adds an ordinary executable tool object `<dir>/<name>` + `.d/` (every required control) with a
+ * policy allowing coder_t. `dir` defaults to the system tier `<root>/tool`.
+ */
+export function addTool(root: string, name: string, script: string, dir = `${root}/tool`): void {
+  Deno.mkdirSync(`${dir}/${name}.d`, { recursive: true });
+  replaceFile(`${dir}/${name}.d/name`, `${name}\n`);
+  replaceFile(`${dir}/${name}.d/description`, `test tool ${name}\n`);
+  replaceFile(`${dir}/${name}.d/schema`, `{"type":"object"}\n`);
+  replaceFile(`${dir}/${name}.d/cap`, "");
+  replaceFile(`${dir}/${name}.d/policy`, `allow coder_t tool:${name} execute\n`);
+  replaceFile(`${dir}/${name}`, script, { mode: 0o755 });
+}
+
+/** Appends `line` to `agent/coder.d/policy`. */
+export function grant(f: Fixture, line: string): void {
+  f.set("policy", Deno.readTextFileSync(`${f.root}/agent/coder.d/policy`) + line);
 }
