@@ -141,10 +141,13 @@ export async function launch(
       stderr: "piped",
     }).spawn();
     let receipt: Receipt | undefined;
+    // Kill the sandbox init only: bwrap, its parent, reaps it and then exits, so once
+    // child.status resolves the whole namespace is gone (killing bwrap too would orphan the
+    // init for a moment). Before the receipt there is no init yet: kill bwrap itself.
     const onAbort = () => {
       try {
         if (receipt) Deno.kill(receipt.pid, "SIGKILL");
-        child.kill("SIGKILL");
+        else child.kill("SIGKILL");
       } catch { /* already gone */ }
     };
     options.signal?.addEventListener("abort", onAbort, { once: true });
