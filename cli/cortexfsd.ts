@@ -1,0 +1,104 @@
+/** cortexfsd: mounts /ctx (the FUSE projection of the current storage generation) and serves it. */
+import { Command } from "commander";
+import { CtxError, EXIT, exitCode, toCtxError } from "../src/abi/errno.ts";
+import { ensureDir } from "../src/store/atomic.ts";
+import { currentGeneration, currentName, update } from "../src/store/generation.ts";
+import { resolvePaths } from "../src/store/paths.ts";
+import { launchers, startMount } from "../src/fuse/mod.ts";
+import permissions from "../packaging/permissions.json" with { type: "json" };
+
+const checkout = new URL("..", import.meta.url).pathname.replace(/\/$/, "");
+
+interface Flags {
+  storage?: string;
+  mount?: string;
+  run?: string;
+  dev?: boolean;
+  debug?: boolean;
+  fusermount?: boolean;
+  ttl?: string;
+  loopWait?: string;
+}
+
+async function main(flags: Flags): Promise<number> {
+  const paths = resolvePaths({ dev: flags.dev ? checkout : undefined, env: Deno.env.toObject() });
+  const storage = flags.storage ?? paths.storage;
+  const mount = flags.mount ?? paths.mount;
+  const run = flags.run ?? paths.run;
+  const ttl = flags.ttl === undefined ? 1 : Number(flags.ttl);
+  if (!Number.isFinite(ttl) || ttl < 0) {
+    throw new CtxError(
+      "EINVAL",
+      `--ttl must be a non-negative number of seconds, not "${flags.ttl}"`,
+    );
+  }
+  if (flags.dev) {
+    ensureDir(mount, 0o755);
+    if (currentName(storage) === null) {
+      update(storage, {});
+      console.error(`cortexfsd: created the initial tree in ${storage}`);
+    }
+  }
+  ensureDir(run, 0o755);
+  // The mount keeps the generation current names now for its whole life (rolling upgrades).
+  const root = currentGeneration(storage);
+  const generation = currentName(storage) ?? "";
+  const handle = startMount({
+    root,
+    storage,
+    generation,
+    mount,
+    run,
+    bins: launchers(checkout, permissions),
+    ttl,
+    debug: flags.debug,
+    waitMs: flags.loopWait === undefined ? undefined : Number(flags.loopWait),
+    fusermount: flags.fusermount,
+  });
+  console.error(`cortexfsd: serving generation ${generation} at ${mount} (${handle.mounted.via})`);
+
+  // The lead wires the socket runtime here: started after the mount, stopped before unmount.
+  //   const runtime = await startRuntime({ root, run });
+  const runtime = null as { close(): Promise<void> } | null;
+
+  let stopping: Promise<void> | null = null;
+  const stop = () => {
+    stopping ??= (async () => {
+      await runtime?.close();
+      await handle.stop();
+    })();
+  };
+  Deno.addSignalListener("SIGTERM", stop);
+  Deno.addSignalListener("SIGINT", stop);
+  const why = await handle.done;
+  if (why !== "stopped") await runtime?.close(); // unmounted from outside: a clean end
+  await stopping;
+  console.error(`cortexfsd: ${why}; exiting`);
+  return EXIT.ok;
+}
+
+if (import.meta.main) {
+  const program = new Command()
+    .name("cortexfsd")
+    .description("Mount /ctx and serve it.")
+    .option("--storage <dir>", "storage root (generations/, current)")
+    .option("--mount <dir>", "mount point")
+    .option("--run <dir>", "run directory for live sockets")
+    .option("--dev", "development mode: all state under <checkout>/.dev/")
+    .option("--debug", "print one rx/tx line per FUSE request")
+    .option("--fusermount", "mount with fusermount3 (auto_unmount) even as root")
+    .option("--ttl <seconds>", "entry/attr timeout for home/ and shared/ (default 1)")
+    .option(
+      "--loop-wait <ms>",
+      "wait for the next request on the JS thread before yielding (default 1)",
+    )
+    .exitOverride((e) => Deno.exit(e.exitCode === 0 ? 0 : EXIT.usage))
+    .parse(["deno", "cortexfsd", ...Deno.args]);
+  try {
+    Deno.exit(await main(program.opts<Flags>()));
+  } catch (e) {
+    const err = toCtxError(e);
+    console.error(`cortexfsd: ${err}`);
+    Deno.exit(err.errno === "EBUSY" ? EXIT.unavailable : exitCode(err.errno));
+  }
+}

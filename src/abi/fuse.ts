@@ -1,0 +1,566 @@
+/** FUSE kernel wire structs as field tables, the opcode table and protocol constants (pure data). */
+
+/** A field type of a kernel struct: fixed-width little-endian integers. */
+export type FieldType = "u16" | "u32" | "i32" | "u64";
+
+/** One struct, declared once as `[name, type]` rows; size, decode and encode derive from it. */
+export interface Struct<T extends string> {
+  /** Kernel struct name, for messages. */
+  name: string;
+  /** The rows in wire order. */
+  fields: readonly (readonly [T, FieldType])[];
+  /** Byte size (sum of the fields: every kernel struct here is already 8-byte padded). */
+  size: number;
+  /** Byte offset of each field. */
+  offsets: Record<T, number>;
+  /** The rows as parallel arrays (names, offsets, type codes) for the hot encode/decode loops. */
+  plan: { names: T[]; at: number[]; code: number[] };
+}
+
+const WIDTH: Record<FieldType, number> = { u16: 2, u32: 4, i32: 4, u64: 8 };
+const CODE: Record<FieldType, number> = { u16: 0, u32: 1, i32: 2, u64: 3 };
+const HI = 0x1_0000_0000;
+
+/** Builds a {@link Struct} from its field table. */
+export function struct<T extends string>(
+  name: string,
+  fields: readonly (readonly [T, FieldType])[],
+): Struct<T> {
+  const offsets = {} as Record<T, number>;
+  const plan = { names: [] as T[], at: [] as number[], code: [] as number[] };
+  let size = 0;
+  for (const [f, t] of fields) {
+    offsets[f] = size;
+    plan.names.push(f);
+    plan.at.push(size);
+    plan.code.push(CODE[t]);
+    size += WIDTH[t];
+  }
+  return { name, fields, size, offsets, plan };
+}
+
+/**
+ * Decodes `s` from `view` at `at`. u64 values become numbers: exact below 2^53, which holds for
+ * every u64 this server reads (nodeids, handles and offsets it issued, sizes); lock owners may lose
+ * bits and are never used.
+ */
+export function decode<T extends string>(
+  s: Struct<T>,
+  view: DataView,
+  at = 0,
+): Record<T, number> {
+  const out = {} as Record<T, number>;
+  const { names, at: offs, code } = s.plan;
+  for (let i = 0; i < names.length; i++) {
+    const o = at + offs[i];
+    switch (code[i]) {
+      case 0:
+        out[names[i]] = view.getUint16(o, true);
+        break;
+      case 1:
+        out[names[i]] = view.getUint32(o, true);
+        break;
+      case 2:
+        out[names[i]] = view.getInt32(o, true);
+        break;
+      default:
+        out[names[i]] = view.getUint32(o, true) + view.getUint32(o + 4, true) * HI;
+    }
+  }
+  return out;
+}
+
+/** Encodes `value` as `s` into `view` at `at`; missing fields are written as 0. Returns the end offset. */
+export function encode<T extends string>(
+  s: Struct<T>,
+  view: DataView,
+  at: number,
+  value: Partial<Record<T, number>>,
+): number {
+  const { names, at: offs, code } = s.plan;
+  for (let i = 0; i < names.length; i++) {
+    const o = at + offs[i];
+    const v = value[names[i]] ?? 0;
+    switch (code[i]) {
+      case 0:
+        view.setUint16(o, v, true);
+        break;
+      case 1:
+        view.setUint32(o, v >>> 0, true);
+        break;
+      case 2:
+        view.setInt32(o, v, true);
+        break;
+      default: {
+        const n = v > 0 ? v : 0;
+        view.setUint32(o, n >>> 0, true);
+        view.setUint32(o + 4, (n / HI) >>> 0, true);
+      }
+    }
+  }
+  return at + s.size;
+}
+
+// --- structs (include/uapi/linux/fuse.h, protocol 7.38) -------------------------------------
+
+/** `struct fuse_in_header` (40 bytes). */
+export const IN_HEADER = struct(
+  "fuse_in_header",
+  [
+    ["len", "u32"],
+    ["opcode", "u32"],
+    ["unique", "u64"],
+    ["nodeid", "u64"],
+    ["uid", "u32"],
+    ["gid", "u32"],
+    ["pid", "u32"],
+    ["total_extlen", "u16"],
+    ["padding", "u16"],
+  ] as const,
+);
+
+/** `struct fuse_out_header` (16 bytes). */
+export const OUT_HEADER = struct(
+  "fuse_out_header",
+  [
+    ["len", "u32"],
+    ["error", "i32"],
+    ["unique", "u64"],
+  ] as const,
+);
+
+/** `struct fuse_attr` (88 bytes). */
+export const ATTR = struct(
+  "fuse_attr",
+  [
+    ["ino", "u64"],
+    ["size", "u64"],
+    ["blocks", "u64"],
+    ["atime", "u64"],
+    ["mtime", "u64"],
+    ["ctime", "u64"],
+    ["atimensec", "u32"],
+    ["mtimensec", "u32"],
+    ["ctimensec", "u32"],
+    ["mode", "u32"],
+    ["nlink", "u32"],
+    ["uid", "u32"],
+    ["gid", "u32"],
+    ["rdev", "u32"],
+    ["blksize", "u32"],
+    ["flags", "u32"],
+  ] as const,
+);
+
+/** The attribute fields every reply carrying a `fuse_attr` fills. */
+export type Attr = Record<(typeof ATTR.fields)[number][0], number>;
+
+/** `struct fuse_entry_out` head (40 bytes); a `fuse_attr` follows. */
+export const ENTRY_OUT = struct(
+  "fuse_entry_out",
+  [
+    ["nodeid", "u64"],
+    ["generation", "u64"],
+    ["entry_valid", "u64"],
+    ["attr_valid", "u64"],
+    ["entry_valid_nsec", "u32"],
+    ["attr_valid_nsec", "u32"],
+  ] as const,
+);
+
+/** `struct fuse_attr_out` head (16 bytes); a `fuse_attr` follows. */
+export const ATTR_OUT = struct(
+  "fuse_attr_out",
+  [
+    ["attr_valid", "u64"],
+    ["attr_valid_nsec", "u32"],
+    ["dummy", "u32"],
+  ] as const,
+);
+
+/** `struct fuse_forget_in` (8). */
+export const FORGET_IN = struct("fuse_forget_in", [["nlookup", "u64"]] as const);
+/** `struct fuse_batch_forget_in` (8); `count` `fuse_forget_one` follow. */
+export const BATCH_FORGET_IN = struct(
+  "fuse_batch_forget_in",
+  [
+    ["count", "u32"],
+    ["dummy", "u32"],
+  ] as const,
+);
+/** `struct fuse_forget_one` (16). */
+export const FORGET_ONE = struct(
+  "fuse_forget_one",
+  [
+    ["nodeid", "u64"],
+    ["nlookup", "u64"],
+  ] as const,
+);
+/** `struct fuse_getattr_in` (16). */
+export const GETATTR_IN = struct(
+  "fuse_getattr_in",
+  [
+    ["getattr_flags", "u32"],
+    ["dummy", "u32"],
+    ["fh", "u64"],
+  ] as const,
+);
+/** `struct fuse_setattr_in` (88). */
+export const SETATTR_IN = struct(
+  "fuse_setattr_in",
+  [
+    ["valid", "u32"],
+    ["padding", "u32"],
+    ["fh", "u64"],
+    ["size", "u64"],
+    ["lock_owner", "u64"],
+    ["atime", "u64"],
+    ["mtime", "u64"],
+    ["ctime", "u64"],
+    ["atimensec", "u32"],
+    ["mtimensec", "u32"],
+    ["ctimensec", "u32"],
+    ["mode", "u32"],
+    ["unused4", "u32"],
+    ["uid", "u32"],
+    ["gid", "u32"],
+    ["unused5", "u32"],
+  ] as const,
+);
+/** `struct fuse_mknod_in` (16); the name follows. */
+export const MKNOD_IN = struct(
+  "fuse_mknod_in",
+  [
+    ["mode", "u32"],
+    ["rdev", "u32"],
+    ["umask", "u32"],
+    ["padding", "u32"],
+  ] as const,
+);
+/** `struct fuse_mkdir_in` (8); the name follows. */
+export const MKDIR_IN = struct("fuse_mkdir_in", [["mode", "u32"], ["umask", "u32"]] as const);
+/** `struct fuse_rename_in` (8); two names follow. */
+export const RENAME_IN = struct("fuse_rename_in", [["newdir", "u64"]] as const);
+/** `struct fuse_rename2_in` (16); two names follow. */
+export const RENAME2_IN = struct(
+  "fuse_rename2_in",
+  [
+    ["newdir", "u64"],
+    ["flags", "u32"],
+    ["padding", "u32"],
+  ] as const,
+);
+/** `struct fuse_link_in` (8); the new name follows. */
+export const LINK_IN = struct("fuse_link_in", [["oldnodeid", "u64"]] as const);
+/** `struct fuse_open_in` (8). */
+export const OPEN_IN = struct("fuse_open_in", [["flags", "u32"], ["open_flags", "u32"]] as const);
+/** `struct fuse_create_in` (16); the name follows. */
+export const CREATE_IN = struct(
+  "fuse_create_in",
+  [
+    ["flags", "u32"],
+    ["mode", "u32"],
+    ["umask", "u32"],
+    ["open_flags", "u32"],
+  ] as const,
+);
+/** `struct fuse_open_out` (16). */
+export const OPEN_OUT = struct(
+  "fuse_open_out",
+  [
+    ["fh", "u64"],
+    ["open_flags", "u32"],
+    ["backing_id", "i32"],
+  ] as const,
+);
+/** `struct fuse_release_in` (24). */
+export const RELEASE_IN = struct(
+  "fuse_release_in",
+  [
+    ["fh", "u64"],
+    ["flags", "u32"],
+    ["release_flags", "u32"],
+    ["lock_owner", "u64"],
+  ] as const,
+);
+/** `struct fuse_flush_in` (24). */
+export const FLUSH_IN = struct(
+  "fuse_flush_in",
+  [
+    ["fh", "u64"],
+    ["unused", "u32"],
+    ["padding", "u32"],
+    ["lock_owner", "u64"],
+  ] as const,
+);
+/** `struct fuse_read_in` (40); READDIR uses it too. */
+export const READ_IN = struct(
+  "fuse_read_in",
+  [
+    ["fh", "u64"],
+    ["offset", "u64"],
+    ["size", "u32"],
+    ["read_flags", "u32"],
+    ["lock_owner", "u64"],
+    ["flags", "u32"],
+    ["padding", "u32"],
+  ] as const,
+);
+/** `struct fuse_write_in` (40); the data follows. */
+export const WRITE_IN = struct(
+  "fuse_write_in",
+  [
+    ["fh", "u64"],
+    ["offset", "u64"],
+    ["size", "u32"],
+    ["write_flags", "u32"],
+    ["lock_owner", "u64"],
+    ["flags", "u32"],
+    ["padding", "u32"],
+  ] as const,
+);
+/** `struct fuse_write_out` (8). */
+export const WRITE_OUT = struct("fuse_write_out", [["size", "u32"], ["padding", "u32"]] as const);
+/** `struct fuse_statfs_out` = `struct fuse_kstatfs` (80). */
+export const STATFS_OUT = struct(
+  "fuse_kstatfs",
+  [
+    ["blocks", "u64"],
+    ["bfree", "u64"],
+    ["bavail", "u64"],
+    ["files", "u64"],
+    ["ffree", "u64"],
+    ["bsize", "u32"],
+    ["namelen", "u32"],
+    ["frsize", "u32"],
+    ["padding", "u32"],
+    ["spare0", "u32"],
+    ["spare1", "u32"],
+    ["spare2", "u32"],
+    ["spare3", "u32"],
+    ["spare4", "u32"],
+    ["spare5", "u32"],
+  ] as const,
+);
+/** `struct fuse_fsync_in` (16); FSYNCDIR uses it too. */
+export const FSYNC_IN = struct(
+  "fuse_fsync_in",
+  [
+    ["fh", "u64"],
+    ["fsync_flags", "u32"],
+    ["padding", "u32"],
+  ] as const,
+);
+/** `struct fuse_getxattr_in` (8); the name follows. LISTXATTR uses it too. */
+export const GETXATTR_IN = struct(
+  "fuse_getxattr_in",
+  [["size", "u32"], ["padding", "u32"]] as const,
+);
+/** `struct fuse_getxattr_out` (8): the size needed when the request asked with size 0. */
+export const GETXATTR_OUT = struct(
+  "fuse_getxattr_out",
+  [
+    ["size", "u32"],
+    ["padding", "u32"],
+  ] as const,
+);
+/** `struct fuse_access_in` (8). */
+export const ACCESS_IN = struct("fuse_access_in", [["mask", "u32"], ["padding", "u32"]] as const);
+/** `struct fuse_interrupt_in` (8). */
+export const INTERRUPT_IN = struct("fuse_interrupt_in", [["unique", "u64"]] as const);
+
+const unused = (n: number, prefix: string) =>
+  Array.from({ length: n }, (_, i) => [`${prefix}${i}`, "u32"] as const);
+
+/** `struct fuse_init_in` (64). */
+export const INIT_IN = struct(
+  "fuse_init_in",
+  [
+    ["major", "u32"],
+    ["minor", "u32"],
+    ["max_readahead", "u32"],
+    ["flags", "u32"],
+    ["flags2", "u32"],
+    ...unused(11, "unused"),
+  ] as const,
+);
+/** `struct fuse_init_out` (64). */
+export const INIT_OUT = struct(
+  "fuse_init_out",
+  [
+    ["major", "u32"],
+    ["minor", "u32"],
+    ["max_readahead", "u32"],
+    ["flags", "u32"],
+    ["max_background", "u16"],
+    ["congestion_threshold", "u16"],
+    ["max_write", "u32"],
+    ["time_gran", "u32"],
+    ["max_pages", "u16"],
+    ["map_alignment", "u16"],
+    ["flags2", "u32"],
+    ...unused(7, "unused"),
+  ] as const,
+);
+/** `struct fuse_dirent` head (24); the name follows, the record padded to 8 bytes. */
+export const DIRENT = struct(
+  "fuse_dirent",
+  [
+    ["ino", "u64"],
+    ["off", "u64"],
+    ["namelen", "u32"],
+    ["type", "u32"],
+  ] as const,
+);
+
+// --- opcodes -------------------------------------------------------------------------------
+
+/** What follows the in-header of a request: a fixed struct, then zero, one or two NUL-terminated names. */
+export interface OpSpec {
+  /** Opcode name as in fuse.h without the `FUSE_` prefix. */
+  name: string;
+  /** The fixed input struct, if any. */
+  input?: Struct<string>;
+  /** Number of trailing NUL-terminated names (SYMLINK: name then target; RENAME: old then new). */
+  names: 0 | 1 | 2;
+  /** False for requests the kernel expects no reply to (FORGET, BATCH_FORGET, INTERRUPT). */
+  reply: boolean;
+}
+
+/** The one opcode table: parsing, trailing names, whether a reply is sent and debug names. */
+export const OPCODES: Readonly<Record<number, OpSpec>> = {
+  1: { name: "LOOKUP", names: 1, reply: true },
+  2: { name: "FORGET", input: FORGET_IN, names: 0, reply: false },
+  3: { name: "GETATTR", input: GETATTR_IN, names: 0, reply: true },
+  4: { name: "SETATTR", input: SETATTR_IN, names: 0, reply: true },
+  5: { name: "READLINK", names: 0, reply: true },
+  6: { name: "SYMLINK", names: 2, reply: true },
+  8: { name: "MKNOD", input: MKNOD_IN, names: 1, reply: true },
+  9: { name: "MKDIR", input: MKDIR_IN, names: 1, reply: true },
+  10: { name: "UNLINK", names: 1, reply: true },
+  11: { name: "RMDIR", names: 1, reply: true },
+  12: { name: "RENAME", input: RENAME_IN, names: 2, reply: true },
+  13: { name: "LINK", input: LINK_IN, names: 1, reply: true },
+  14: { name: "OPEN", input: OPEN_IN, names: 0, reply: true },
+  15: { name: "READ", input: READ_IN, names: 0, reply: true },
+  16: { name: "WRITE", input: WRITE_IN, names: 0, reply: true },
+  17: { name: "STATFS", names: 0, reply: true },
+  18: { name: "RELEASE", input: RELEASE_IN, names: 0, reply: true },
+  20: { name: "FSYNC", input: FSYNC_IN, names: 0, reply: true },
+  21: { name: "SETXATTR", names: 0, reply: true },
+  22: { name: "GETXATTR", input: GETXATTR_IN, names: 1, reply: true },
+  23: { name: "LISTXATTR", input: GETXATTR_IN, names: 0, reply: true },
+  24: { name: "REMOVEXATTR", names: 1, reply: true },
+  25: { name: "FLUSH", input: FLUSH_IN, names: 0, reply: true },
+  26: { name: "INIT", input: INIT_IN, names: 0, reply: true },
+  27: { name: "OPENDIR", input: OPEN_IN, names: 0, reply: true },
+  28: { name: "READDIR", input: READ_IN, names: 0, reply: true },
+  29: { name: "RELEASEDIR", input: RELEASE_IN, names: 0, reply: true },
+  30: { name: "FSYNCDIR", input: FSYNC_IN, names: 0, reply: true },
+  31: { name: "GETLK", names: 0, reply: true },
+  32: { name: "SETLK", names: 0, reply: true },
+  33: { name: "SETLKW", names: 0, reply: true },
+  34: { name: "ACCESS", input: ACCESS_IN, names: 0, reply: true },
+  35: { name: "CREATE", input: CREATE_IN, names: 1, reply: true },
+  36: { name: "INTERRUPT", input: INTERRUPT_IN, names: 0, reply: false },
+  37: { name: "BMAP", names: 0, reply: true },
+  38: { name: "DESTROY", names: 0, reply: true },
+  39: { name: "IOCTL", names: 0, reply: true },
+  40: { name: "POLL", names: 0, reply: true },
+  42: { name: "BATCH_FORGET", input: BATCH_FORGET_IN, names: 0, reply: false },
+  43: { name: "FALLOCATE", names: 0, reply: true },
+  44: { name: "READDIRPLUS", input: READ_IN, names: 0, reply: true },
+  45: { name: "RENAME2", input: RENAME2_IN, names: 2, reply: true },
+  46: { name: "LSEEK", names: 0, reply: true },
+  47: { name: "COPY_FILE_RANGE", names: 0, reply: true },
+  50: { name: "SYNCFS", names: 0, reply: true },
+  51: { name: "TMPFILE", names: 0, reply: true },
+  52: { name: "STATX", names: 0, reply: true },
+};
+
+/** Opcode numbers by name. */
+export const OP = {
+  LOOKUP: 1,
+  FORGET: 2,
+  GETATTR: 3,
+  SETATTR: 4,
+  READLINK: 5,
+  SYMLINK: 6,
+  MKNOD: 8,
+  MKDIR: 9,
+  UNLINK: 10,
+  RMDIR: 11,
+  RENAME: 12,
+  LINK: 13,
+  OPEN: 14,
+  READ: 15,
+  WRITE: 16,
+  STATFS: 17,
+  RELEASE: 18,
+  FSYNC: 20,
+  SETXATTR: 21,
+  GETXATTR: 22,
+  LISTXATTR: 23,
+  REMOVEXATTR: 24,
+  FLUSH: 25,
+  INIT: 26,
+  OPENDIR: 27,
+  READDIR: 28,
+  RELEASEDIR: 29,
+  FSYNCDIR: 30,
+  ACCESS: 34,
+  CREATE: 35,
+  INTERRUPT: 36,
+  DESTROY: 38,
+  BATCH_FORGET: 42,
+  READDIRPLUS: 44,
+  RENAME2: 45,
+  STATX: 52,
+} as const;
+
+// --- constants ----------------------------------------------------------------------------
+
+/** Protocol version this server speaks (7.38: the newest whose structs are declared above). */
+export const KERNEL_VERSION = { major: 7, minor: 38 } as const;
+/** Node id of the root directory. */
+export const ROOT_ID = 1;
+
+/** `fuse_init_in.flags` / `fuse_init_out.flags` bits used here. */
+export const INIT = {
+  ASYNC_READ: 1 << 0,
+  ATOMIC_O_TRUNC: 1 << 3,
+  BIG_WRITES: 1 << 5,
+  AUTO_INVAL_DATA: 1 << 12,
+  PARALLEL_DIROPS: 1 << 18,
+  MAX_PAGES: 1 << 22,
+  CACHE_SYMLINKS: 1 << 23,
+} as const;
+
+/** `fuse_setattr_in.valid` bits. */
+export const FATTR = {
+  MODE: 1 << 0,
+  UID: 1 << 1,
+  GID: 1 << 2,
+  SIZE: 1 << 3,
+  ATIME: 1 << 4,
+  MTIME: 1 << 5,
+  FH: 1 << 6,
+  ATIME_NOW: 1 << 7,
+  MTIME_NOW: 1 << 8,
+  LOCKOWNER: 1 << 9,
+  CTIME: 1 << 10,
+} as const;
+
+/** `fuse_open_out.open_flags` bits. */
+export const FOPEN = { DIRECT_IO: 1 << 0, KEEP_CACHE: 1 << 1, NONSEEKABLE: 1 << 2 } as const;
+
+/** `fuse_getattr_in.getattr_flags`: `fh` is valid. */
+export const GETATTR_FH = 1;
+
+/** RENAME2 flags (renameat2). */
+export const RENAME = { NOREPLACE: 1, EXCHANGE: 2, WHITEOUT: 4 } as const;
+
+/** Size of the buffer a read of /dev/fuse needs: max_write plus room for headers. */
+export const MAX_WRITE = 1 << 20;
+/** Read buffer size: at least max_write + 4 KiB (platform-notes). */
+export const READ_BUFFER = MAX_WRITE + 64 * 1024;

@@ -1,0 +1,83 @@
+/** What an ABI path is in the /ctx projection: the frozen root, a projection, a control or plain files. */
+
+/** The frozen root, in spec order: nothing else exists or can be created at the root. */
+export const ROOT_NAMES = ["status", "bin", "model", "agent", "tool", "home", "shared"] as const;
+
+/**
+ * - `root`: the mount root (frozen);
+ * - `status`: the dynamic read-only status file;
+ * - `sock`: `agent/<n>.sock`, a symlink to the live socket under the run dir;
+ * - `launcher`: `bin/<binary>`, a read-only launcher script;
+ * - `ro`: a read-only projection of the backing tree (object dirs, definitions, `bin/` files);
+ * - `cdir`: a control directory (`agent/<n>.d`, `model/<p>/<m>.d`, `tool/<n>.d`);
+ * - `control`: a name directly inside a control directory (a control, or an in-memory temp);
+ * - `rw`: `home/...` and `shared/...`, ordinary read-write files in the backing tree;
+ * - `none`: a name at the root outside the frozen list.
+ */
+export type Kind =
+  | "root"
+  | "status"
+  | "sock"
+  | "launcher"
+  | "ro"
+  | "cdir"
+  | "control"
+  | "rw"
+  | "none";
+
+/** Classifies `path` (relative, no leading slash; "" is the root); `bins` are the launcher names. */
+export function classify(path: string, bins: ReadonlySet<string>): Kind {
+  if (path === "") return "root";
+  const p = path.split("/");
+  switch (p[0]) {
+    case "status":
+      return p.length === 1 ? "status" : "none";
+    case "home":
+      // user-tier objects: home/<uid>/{tool,model}/... control dirs follow the system rules
+      if (p.length >= 4 && (p[2] === "tool" || p[2] === "model")) {
+        const d = p[2] === "tool" ? 3 : 4; // index of the `.d` component
+        if (p.length === d + 1 && p[d].endsWith(".d") && p[d].length > 2) return "cdir";
+        if (p.length === d + 2 && p[d].endsWith(".d") && p[d].length > 2) return "control";
+      }
+      return "rw";
+    case "shared":
+      return "rw";
+    case "bin":
+      return p.length === 2 && bins.has(p[1]) ? "launcher" : "ro";
+    case "agent":
+    case "tool":
+      if (p.length === 2) {
+        if (p[0] === "agent" && p[1].endsWith(".sock") && p[1].length > 5) return "sock";
+        return p[1].endsWith(".d") ? "cdir" : "ro";
+      }
+      if (p.length === 3 && p[1].endsWith(".d")) return "control";
+      return "ro";
+    case "model":
+      if (p.length === 3 && p[2].endsWith(".d")) return "cdir";
+      if (p.length === 4 && p[2].endsWith(".d")) return "control";
+      return "ro";
+    default:
+      return "none";
+  }
+}
+
+/** The parent path of `path` ("" for a root entry). */
+export function parentOf(path: string): string {
+  const i = path.lastIndexOf("/");
+  return i < 0 ? "" : path.slice(0, i);
+}
+
+/** The last component of `path`. */
+export function baseOf(path: string): string {
+  return path.slice(path.lastIndexOf("/") + 1);
+}
+
+/**
+ * Names editors and tools use for the temp file they rename over a control (`sed -i`: sedXXXXXX;
+ * dot files such as `.window.tmp-…`, `.window.swp`; backups ending in `~`). Only these may be
+ * created in a control directory besides the known controls; they live in memory.
+ */
+export function isTempName(name: string): boolean {
+  return /^sed[A-Za-z0-9]{6}$/.test(name) || (name.startsWith(".") && name.length > 1) ||
+    name.endsWith("~");
+}

@@ -1,0 +1,282 @@
+/** One FUSE connection: the hybrid read loop over /dev/fuse, request parsing from the opcode table, replies. */
+import {
+  decode,
+  encode,
+  IN_HEADER,
+  INIT,
+  INIT_OUT,
+  KERNEL_VERSION,
+  MAX_WRITE,
+  OP,
+  OPCODES,
+  OUT_HEADER,
+  READ_BUFFER,
+} from "../abi/fuse.ts";
+import { ERRNO } from "../abi/errno.ts";
+import * as libc from "../sys/libc.ts";
+
+/** One parsed request. */
+export interface Request {
+  opcode: number;
+  unique: number;
+  nodeid: number;
+  uid: number;
+  gid: number;
+  pid: number;
+  /** The opcode's fixed input struct, decoded (empty when it has none). */
+  arg: Record<string, number>;
+  /** Trailing NUL-terminated names (LOOKUP: the name; RENAME: old, new; SYMLINK: name, target). */
+  names: string[];
+  /** WRITE data, BATCH_FORGET entries or raw trailing bytes; a view into the read buffer, valid only synchronously. */
+  data: Uint8Array;
+}
+
+/**
+ * What a handler answers: a negative number is -errno, 0 or a positive number is the length of the
+ * payload it wrote into `out` (the shared reply area, only valid for synchronous answers), and a
+ * Uint8Array is a payload of its own. A Promise resolves later to -errno, 0 or a Uint8Array.
+ */
+export type Answer = number | Uint8Array;
+
+/** A request handler; `out` is the reply payload area (1 MiB) it may fill synchronously. */
+export type Handler = (req: Request, out: Uint8Array) => Answer | Promise<Answer>;
+
+/** The file system a connection serves: handlers by opcode number, plus forget. */
+export interface FileSystem {
+  /** Handlers keyed by opcode; an opcode without one answers ENOSYS. */
+  handlers: Partial<Record<number, Handler>>;
+  /** FORGET / BATCH_FORGET: drop `nlookup` references to `nodeid` (no reply). */
+  forget(nodeid: number, nlookup: number): void;
+  /** The kernel's INIT flags are known; the file system may note what was negotiated. */
+  init?(flags: number): void;
+}
+
+/** Options for {@link Conn}. */
+export interface ConnOptions {
+  /** Print one `rx`/`tx` line per request and reply to stderr. */
+  debug?: boolean;
+  /** How long the loop waits for the next request on the JS thread before yielding (ms, default 1; 0 = never). */
+  waitMs?: number;
+  /** Where unexpected handler exceptions are logged (default: console.error). */
+  log?: (line: string) => void;
+}
+
+const dec = new TextDecoder();
+
+/** Serves one FUSE session on an fd (already mounted) until unmount (ENODEV) or DESTROY. */
+export class Conn {
+  readonly fd: number;
+  #fs: FileSystem;
+  #debug: boolean;
+  #log: (line: string) => void;
+  #buf = new Uint8Array(READ_BUFFER);
+  #view = new DataView(this.#buf.buffer);
+  #reply = new Uint8Array(16 + MAX_WRITE + 4096);
+  #replyView = new DataView(this.#reply.buffer);
+  #out = this.#reply.subarray(16);
+  #stopped = false;
+  #spinMs: number;
+  /** Number of requests served (for the status file and benchmarks). */
+  served = 0;
+  /** Requests whose handler threw (answered EIO). */
+  failures = 0;
+
+  constructor(fd: number, fs: FileSystem, options: ConnOptions = {}) {
+    this.fd = fd;
+    this.#fs = fs;
+    this.#debug = !!options.debug;
+    this.#log = options.log ?? ((l) => console.error(l));
+    this.#spinMs = options.waitMs ?? 1;
+    const fl = libc.fcntl(fd, libc.F.GETFL);
+    if (fl >= 0) libc.fcntl(fd, libc.F.SETFL, fl | libc.O.NONBLOCK);
+  }
+
+  /** Ends {@link serve} at its next wake-up (used after an unmount we started). */
+  stop(): void {
+    this.#stopped = true;
+  }
+
+  /**
+   * The hybrid loop: drain requests with synchronous reads on this thread; only when the device is
+   * empty, wait in a nonblocking poll (off-thread). Resolves with why serving ended.
+   */
+  async serve(): Promise<"unmounted" | "destroyed" | "stopped"> {
+    let burst = 0;
+    while (!this.#stopped) {
+      const n = libc.read(this.fd, this.#buf);
+      if (n < 0) {
+        if (n === -ERRNO.EAGAIN) {
+          // A short blocking wait on this thread first: under a sequential load (a stat loop) the
+          // next request comes within microseconds, and waking this thread directly costs far less
+          // than the thread hop of an async poll. Idle for a millisecond: hand over to the event
+          // loop and wait there.
+          if (libc.pollInSync(this.fd, this.#spinMs) > 0) continue;
+          burst = 0;
+          await libc.pollIn(this.fd, 1000);
+          continue;
+        }
+        if (n === -ERRNO.EINTR || n === -ERRNO.ENOENT) continue; // ENOENT: request aborted
+        if (n === -ERRNO.ENODEV) return "unmounted";
+        throw new Error(`read /dev/fuse: errno ${-n}`);
+      }
+      if (this.#dispatch(n)) return "destroyed";
+      // Under sustained load the device never runs dry; give signals, timers and async replies a
+      // turn now and then (a zero-timeout poll is a cheap trip through the event loop).
+      if (++burst >= 128) {
+        burst = 0;
+        await libc.pollIn(this.fd, 0);
+      }
+    }
+    return "stopped";
+  }
+
+  /** Parses and answers one request of `n` bytes; true when it was DESTROY. */
+  #dispatch(n: number): boolean {
+    this.served++;
+    const view = this.#view;
+    if (n < IN_HEADER.size) {
+      this.#log(`fuse: short request of ${n} bytes ignored`);
+      return false;
+    }
+    const h = decode(IN_HEADER, view);
+    const spec = OPCODES[h.opcode];
+    const name = spec?.name ?? `op${h.opcode}`;
+    const req: Request = {
+      opcode: h.opcode,
+      unique: h.unique,
+      nodeid: h.nodeid,
+      uid: h.uid,
+      gid: h.gid,
+      pid: h.pid,
+      arg: {},
+      names: [],
+      data: this.#buf.subarray(0, 0),
+    };
+    let at = IN_HEADER.size + h.total_extlen * 8;
+    if (spec?.input) {
+      if (n < at + spec.input.size) return this.#short(req, name, n);
+      req.arg = decode(spec.input, view, at);
+      at += spec.input.size;
+    }
+    for (let i = 0; i < (spec?.names ?? 0); i++) {
+      const end = this.#buf.indexOf(0, at);
+      if (end < 0 || end >= n) return this.#short(req, name, n);
+      req.names.push(dec.decode(this.#buf.subarray(at, end)));
+      at = end + 1;
+    }
+    req.data = this.#buf.subarray(at, n);
+    if (this.#debug) {
+      this.#log(
+        `rx ${h.unique}: ${name} n${h.nodeid} uid=${h.uid} ${JSON.stringify(req.arg)} ${
+          req.names.map((s) => JSON.stringify(s)).join(" ")
+        }${req.data.length ? ` +${req.data.length}B` : ""}`,
+      );
+    }
+    switch (h.opcode) {
+      case OP.INIT:
+        this.#send(req.unique, this.#init(req));
+        return false;
+      case OP.DESTROY:
+        this.#send(req.unique, 0);
+        return true;
+      case OP.FORGET:
+        this.#fs.forget(h.nodeid, req.arg.nlookup);
+        return false;
+      case OP.BATCH_FORGET: {
+        const count = req.arg.count;
+        for (let i = 0; i < count && at + 16 * (i + 1) <= n; i++) {
+          const o = at + 16 * i;
+          const id = view.getUint32(o, true) + view.getUint32(o + 4, true) * 0x1_0000_0000;
+          const nl = view.getUint32(o + 8, true) + view.getUint32(o + 12, true) * 0x1_0000_0000;
+          this.#fs.forget(id, nl);
+        }
+        return false;
+      }
+      case OP.INTERRUPT:
+        return false; // handlers run to completion; the reply to the original request still goes out
+    }
+    const handler = this.#fs.handlers[h.opcode];
+    if (!spec || !handler) {
+      this.#send(req.unique, -ERRNO.ENOSYS);
+      return false;
+    }
+    let answer: Answer | Promise<Answer>;
+    try {
+      answer = handler(req, this.#out);
+    } catch (e) {
+      this.#fail(name, e);
+      answer = -ERRNO.EIO;
+    }
+    if (answer instanceof Promise) {
+      const unique = req.unique;
+      answer.then(
+        (a) => this.#send(unique, typeof a === "number" && a > 0 ? -ERRNO.EIO : a),
+        (e) => {
+          this.#fail(name, e);
+          this.#send(unique, -ERRNO.EIO);
+        },
+      );
+    } else if (spec.reply) {
+      this.#send(req.unique, answer);
+    }
+    return false;
+  }
+
+  #short(req: Request, name: string, n: number): false {
+    this.#log(`fuse: ${name} request of ${n} bytes is shorter than its struct: EIO`);
+    this.#send(req.unique, -ERRNO.EIO);
+    return false;
+  }
+
+  #fail(name: string, e: unknown): void {
+    this.failures++;
+    this.#log(`fuse: ${name} handler failed, answered EIO: ${e instanceof Error ? e.stack : e}`);
+  }
+
+  #init(req: Request): Answer {
+    const a = req.arg;
+    if (a.major !== KERNEL_VERSION.major || a.minor < 28) {
+      this.#log(`fuse: kernel protocol ${a.major}.${a.minor} is older than 7.28`);
+      return -ERRNO.EPROTO;
+    }
+    const want = INIT.ASYNC_READ | INIT.ATOMIC_O_TRUNC | INIT.BIG_WRITES | INIT.MAX_PAGES |
+      INIT.PARALLEL_DIROPS | INIT.AUTO_INVAL_DATA | INIT.CACHE_SYMLINKS;
+    const flags = a.flags & want;
+    this.#fs.init?.(flags);
+    const outView = new DataView(this.#out.buffer, this.#out.byteOffset);
+    return encode(INIT_OUT, outView, 0, {
+      major: KERNEL_VERSION.major,
+      minor: Math.min(a.minor, KERNEL_VERSION.minor),
+      max_readahead: a.max_readahead,
+      flags,
+      max_background: 64,
+      congestion_threshold: 48,
+      max_write: MAX_WRITE,
+      time_gran: 1,
+      max_pages: MAX_WRITE / 4096,
+    });
+  }
+
+  /** Writes one reply: the out-header then the payload, in one write(2). */
+  #send(unique: number, answer: Answer): void {
+    let len = 16;
+    let error = 0;
+    if (typeof answer === "number") {
+      if (answer < 0) error = answer;
+      else len += answer;
+    } else {
+      this.#reply.set(answer, 16);
+      len += answer.length;
+    }
+    encode(OUT_HEADER, this.#replyView, 0, { len, error, unique });
+    const r = libc.write(this.fd, this.#reply.subarray(0, len));
+    if (this.#debug) this.#log(`tx ${unique}: ${error ? `error ${-error}` : `ok ${len - 16}B`}`);
+    // ENOENT: the request was interrupted and is gone; nothing else to do for it.
+    if (r < 0 && r !== -ERRNO.ENOENT && !this.#stopped) {
+      this.#log(`fuse: reply to ${unique} failed: errno ${-r}`);
+    }
+  }
+}
+
+/** Sizes of the protocol headers, exported for tests. */
+export const HEADER_SIZES = { in: IN_HEADER.size, out: OUT_HEADER.size } as const;

@@ -1,0 +1,175 @@
+/** The protocol layer fed raw request bytes over a SOCK_SEQPACKET pair (no kernel involved). */
+import { assertEquals } from "../../tests/assert.ts";
+import {
+  ATTR,
+  ATTR_OUT,
+  decode,
+  encode,
+  ENTRY_OUT,
+  IN_HEADER,
+  INIT,
+  INIT_IN,
+  INIT_OUT,
+  OPCODES,
+  OUT_HEADER,
+  READ_IN,
+  SETATTR_IN,
+  WRITE_IN,
+} from "../abi/fuse.ts";
+import { ERRNO } from "../abi/errno.ts";
+import * as libc from "../sys/libc.ts";
+import { Conn, type FileSystem } from "./conn.ts";
+
+Deno.test("kernel structs have the sizes of include/uapi/linux/fuse.h", () => {
+  assertEquals(
+    [
+      IN_HEADER,
+      OUT_HEADER,
+      ATTR,
+      ENTRY_OUT,
+      ATTR_OUT,
+      SETATTR_IN,
+      READ_IN,
+      WRITE_IN,
+      INIT_IN,
+      INIT_OUT,
+    ]
+      .map((s) => [s.name, s.size]),
+    [
+      ["fuse_in_header", 40],
+      ["fuse_out_header", 16],
+      ["fuse_attr", 88],
+      ["fuse_entry_out", 40],
+      ["fuse_attr_out", 16],
+      ["fuse_setattr_in", 88],
+      ["fuse_read_in", 40],
+      ["fuse_write_in", 40],
+      ["fuse_init_in", 64],
+      ["fuse_init_out", 64],
+    ],
+  );
+});
+
+Deno.test("a field table round-trips through encode/decode", () => {
+  const v = new DataView(new ArrayBuffer(64));
+  const value = {
+    len: 56,
+    opcode: 15,
+    unique: 2 ** 40 + 6,
+    nodeid: 7,
+    uid: 1000,
+    gid: 100,
+    pid: 42,
+    total_extlen: 0,
+    padding: 0,
+  };
+  encode(IN_HEADER, v, 8, value);
+  assertEquals(decode(IN_HEADER, v, 8), value);
+});
+
+function request(opcode: number, body: Uint8Array, unique: number, len?: number): Uint8Array {
+  const b = new Uint8Array(IN_HEADER.size + body.length);
+  encode(IN_HEADER, new DataView(b.buffer), 0, {
+    len: len ?? b.length,
+    opcode,
+    unique,
+    nodeid: 1,
+    uid: 0,
+    gid: 0,
+    pid: 1,
+  });
+  b.set(body, IN_HEADER.size);
+  return b;
+}
+
+async function replies(
+  fs: FileSystem,
+  reqs: Uint8Array[],
+): Promise<{ error: number; unique: number; len: number; body: Uint8Array }[]> {
+  const pair = libc.socketpair({ seqpacket: true });
+  if (typeof pair === "number") throw new Error(`socketpair: ${pair}`);
+  const [kernel, daemon] = pair;
+  const conn = new Conn(daemon, fs, { log: () => {} });
+  const served = conn.serve();
+  for (const r of reqs) libc.write(kernel, r);
+  const out: { error: number; unique: number; len: number; body: Uint8Array }[] = [];
+  const buf = new Uint8Array(4096);
+  const fl = libc.fcntl(kernel, libc.F.GETFL);
+  libc.fcntl(kernel, libc.F.SETFL, fl | libc.O.NONBLOCK);
+  const end = Date.now() + 5000;
+  while (
+    out.length < reqs.filter((r) => OPCODES[r[4]]?.reply !== false).length && Date.now() < end
+  ) {
+    const n = libc.read(kernel, buf);
+    if (n < 0) {
+      await new Promise((r) => setTimeout(r, 5));
+      continue;
+    }
+    const h = decode(OUT_HEADER, new DataView(buf.buffer));
+    out.push({ error: h.error, unique: h.unique, len: h.len, body: buf.slice(16, n) });
+  }
+  conn.stop();
+  libc.close(kernel); // the daemon's read now sees EOF-like errors or the stop flag
+  await served.catch(() => {});
+  libc.close(daemon);
+  return out;
+}
+
+Deno.test("unknown opcode and STATX answer ENOSYS; short input EIO; a throwing handler EIO and serving goes on", async () => {
+  const fs: FileSystem = {
+    handlers: {
+      3: () => {
+        throw new Error("boom");
+      },
+      17: () => 0,
+    },
+    forget: () => {},
+  };
+  const out = await replies(fs, [
+    request(99, new Uint8Array(0), 2),
+    request(52, new Uint8Array(24), 4),
+    request(15, new Uint8Array(8), 6), // READ needs 40 bytes of fuse_read_in
+    request(3, new Uint8Array(16), 8), // GETATTR handler throws
+    request(2, new Uint8Array(8), 10), // FORGET: no reply
+    request(17, new Uint8Array(0), 12), // STATFS still served
+  ]);
+  assertEquals(out.map(({ body: _, ...h }) => h), [
+    { error: -ERRNO.ENOSYS, unique: 2, len: 16 },
+    { error: -ERRNO.ENOSYS, unique: 4, len: 16 },
+    { error: -ERRNO.EIO, unique: 6, len: 16 },
+    { error: -ERRNO.EIO, unique: 8, len: 16 },
+    { error: 0, unique: 12, len: 16 },
+  ]);
+});
+
+Deno.test("INIT negotiates 7.x with max_write 1 MiB", async () => {
+  const body = new Uint8Array(INIT_IN.size);
+  encode(INIT_IN, new DataView(body.buffer), 0, {
+    major: 7,
+    minor: 41,
+    max_readahead: 131072,
+    flags: 0xffffffff,
+  });
+  const out = await replies({ handlers: {}, forget: () => {} }, [request(26, body, 2)]);
+  assertEquals(out.map(({ body: _, ...h }) => h), [
+    { error: 0, unique: 2, len: 16 + INIT_OUT.size },
+  ]);
+  const init = decode(INIT_OUT, new DataView(out[0].body.buffer));
+  assertEquals(
+    {
+      major: init.major,
+      minor: init.minor,
+      max_write: init.max_write,
+      max_pages: init.max_pages,
+      flags: init.flags,
+    },
+    {
+      major: 7,
+      minor: 38,
+      max_write: 1 << 20,
+      max_pages: 256,
+      flags: INIT.ASYNC_READ | INIT.ATOMIC_O_TRUNC | INIT.BIG_WRITES | INIT.AUTO_INVAL_DATA |
+        INIT.PARALLEL_DIROPS | INIT.MAX_PAGES | INIT.CACHE_SYMLINKS,
+    },
+  );
+});

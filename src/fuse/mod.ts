@@ -1,0 +1,14 @@
+/** The FUSE layer's public face: mount and serve /ctx, plus the protocol pieces for tests. */
+export { type MountHandle, type MountServeOptions, startMount } from "./serve.ts";
+export { BINARIES, launchers } from "./launcher.ts";
+export {
+  type Answer,
+  Conn,
+  type FileSystem,
+  type Handler,
+  HEADER_SIZES,
+  type Request,
+} from "./conn.ts";
+export { CtxFs, type CtxFsOptions } from "./ctxfs.ts";
+export { mountedType, mountFuse, prepareMountpoint, unmountFuse } from "./mount.ts";
+export { statusText } from "./status.ts";

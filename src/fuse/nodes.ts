@@ -1,0 +1,149 @@
+/** The node table: kernel node ids <-> ABI paths, hard-link aliases, lookup counts, moves on rename. */
+
+/** One node the kernel knows by id. */
+export interface Node {
+  /** Node id given to the kernel (1 = root); never reused within a mount. */
+  id: number;
+  /** The ABI path used for backing operations ("" = root); null once every name is gone. */
+  path: string | null;
+  /** Other names of the same file (hard links), so the kernel sees one inode for all of them. */
+  alts: string[];
+  /** Outstanding kernel references (LOOKUP/CREATE/MKDIR/LINK replies minus FORGETs). */
+  lookups: number;
+  /** Backing identity (inode number (home/ and shared/ are one backing file system)) when the file has several names. */
+  key?: string;
+}
+
+/** Maps ids and paths both ways; the root is id 1 with path "". */
+export class Nodes {
+  #byId = new Map<number, Node>();
+  #byPath = new Map<string, Node>();
+  #byKey = new Map<string, Node>();
+  #next = 2;
+
+  constructor() {
+    const root: Node = { id: 1, path: "", alts: [], lookups: 1 };
+    this.#byId.set(1, root);
+    this.#byPath.set("", root);
+  }
+
+  /** The node with id `id`, if the kernel still holds it. */
+  get(id: number): Node | undefined {
+    return this.#byId.get(id);
+  }
+
+  /** The node currently at `path`, if any. */
+  at(path: string): Node | undefined {
+    return this.#byPath.get(path);
+  }
+
+  /**
+   * The node for `path` with one more kernel reference (a LOOKUP-style reply). `key` is the
+   * backing inode number (home/ and shared/ are one backing file system) of a file with several names: a known key makes `path` another name of
+   * that node, so every hard link shares one kernel inode (and its attributes).
+   */
+  ref(path: string, key?: string): Node {
+    let n = this.#byPath.get(path);
+    if (!n && key !== undefined) {
+      const k = this.#byKey.get(key);
+      if (k && k.path !== null) {
+        k.alts.push(path);
+        this.#byPath.set(path, k);
+        n = k;
+      }
+    }
+    if (!n) {
+      n = { id: this.#next++, path, alts: [], lookups: 0 };
+      this.#byId.set(n.id, n);
+      this.#byPath.set(path, n);
+    }
+    if (key !== undefined && n.key === undefined) {
+      n.key = key;
+      this.#byKey.set(key, n);
+    }
+    n.lookups++;
+    return n;
+  }
+
+  /** LINK: `path` is a new name of `n` (one more kernel reference), known by backing `key`. */
+  alias(n: Node, path: string, key: string): Node {
+    this.drop(path);
+    if (n.path === null) n.path = path;
+    else n.alts.push(path);
+    this.#byPath.set(path, n);
+    if (n.key === undefined) {
+      n.key = key;
+      this.#byKey.set(key, n);
+    }
+    n.lookups++;
+    return n;
+  }
+
+  /** FORGET: drops `count` references; the node goes away at zero. */
+  forget(id: number, count: number): void {
+    const n = this.#byId.get(id);
+    if (!n || id === 1) return;
+    n.lookups -= count;
+    if (n.lookups > 0) return;
+    this.#byId.delete(id);
+    for (const p of n.path === null ? n.alts : [n.path, ...n.alts]) {
+      if (this.#byPath.get(p) === n) this.#byPath.delete(p);
+    }
+    if (n.key !== undefined && this.#byKey.get(n.key) === n) this.#byKey.delete(n.key);
+  }
+
+  /** The name at `path` is gone (unlink, rmdir, replaced by rename): the node keeps its other names. */
+  drop(path: string): void {
+    const n = this.#byPath.get(path);
+    if (!n) return;
+    this.#byPath.delete(path);
+    if (n.path === path) {
+      n.path = n.alts.shift() ?? null;
+      if (n.path === null && n.key !== undefined && this.#byKey.get(n.key) === n) {
+        this.#byKey.delete(n.key);
+      }
+    } else {
+      n.alts = n.alts.filter((p) => p !== path);
+    }
+  }
+
+  /** A rename moved `from` to `to` (replacing whatever was there); descendants move too. */
+  move(from: string, to: string): void {
+    this.drop(to);
+    const n = this.#byPath.get(from);
+    if (n) {
+      this.#byPath.delete(from);
+      if (n.path === from) n.path = to;
+      else n.alts = n.alts.map((p) => (p === from ? to : p));
+      this.#byPath.set(to, n);
+    }
+    const prefix = from + "/";
+    const moved: [string, Node][] = [];
+    for (const [p, c] of this.#byPath) if (p.startsWith(prefix)) moved.push([p, c]);
+    for (const [p, c] of moved) {
+      const q = to + "/" + p.slice(prefix.length);
+      this.#byPath.delete(p);
+      if (c.path === p) c.path = q;
+      else c.alts = c.alts.map((a) => (a === p ? q : a));
+      this.#byPath.set(q, c);
+    }
+  }
+
+  /** RENAME_EXCHANGE swapped `a` and `b` (and their subtrees). */
+  exchange(a: string, b: string): void {
+    const tmp = `\0swap${this.#next}`;
+    this.move(a, tmp);
+    this.move(b, a);
+    this.move(tmp, b);
+  }
+
+  /** Number of live nodes (status and tests). */
+  get size(): number {
+    return this.#byId.size;
+  }
+}
+
+/** `dir/name`, with the root's children having no leading slash. */
+export function join(dir: string, name: string): string {
+  return dir === "" ? name : `${dir}/${name}`;
+}

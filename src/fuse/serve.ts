@@ -1,0 +1,90 @@
+/** Starts the /ctx mount over one generation and serves it until unmount or stop. */
+import * as libc from "../sys/libc.ts";
+import { controlKind, objectOwner, writeControl } from "./bridge.ts";
+import { Conn } from "./conn.ts";
+import { CtxFs } from "./ctxfs.ts";
+import { type Mounted, mountFuse, prepareMountpoint, unmountFuse } from "./mount.ts";
+import { statusText } from "./status.ts";
+
+/** Options for {@link startMount}. */
+export interface MountServeOptions {
+  /** Concrete generation directory served (resolved once, at startup). */
+  root: string;
+  /** Storage root and generation name (for the status file). */
+  storage: string;
+  generation: string;
+  /** Mount point. */
+  mount: string;
+  /** Run directory (socket aliases point into it). */
+  run: string;
+  /** `bin/` launcher texts. */
+  bins: Record<string, string>;
+  /** Entry/attr timeout for home/ and shared/ in seconds (production: 1). */
+  ttl?: number;
+  /** How long the loop waits for the next request on the JS thread before yielding (ms). */
+  waitMs?: number;
+  /** Print rx/tx lines. */
+  debug?: boolean;
+  /** Mount with fusermount3 even as root. */
+  fusermount?: boolean;
+  /** Log lines (default: stderr). */
+  log?: (line: string) => void;
+}
+
+/** A served mount. */
+export interface MountHandle {
+  /** How it was mounted and where. */
+  mounted: Mounted;
+  /** "cleared" when a dead mount from a killed daemon was removed first. */
+  prepared: "free" | "cleared";
+  /** The projection (node table, handles) for diagnostics. */
+  fs: CtxFs;
+  /** Resolves when serving ended: unmounted from outside, DESTROY, or {@link stop}. */
+  done: Promise<"unmounted" | "destroyed" | "stopped">;
+  /** Unmounts (lazily when busy) and ends serving. */
+  stop(): Promise<void>;
+}
+
+/** Mounts `/ctx` at `options.mount` and starts serving; throws CtxError EBUSY over a live mount. */
+export function startMount(options: MountServeOptions): MountHandle {
+  const log = options.log ?? ((l: string) => console.error(l));
+  const prepared = prepareMountpoint(options.mount);
+  if (prepared === "cleared") {
+    log(`cortexfsd: cleared a dead mount left at ${options.mount} by a killed daemon`);
+  }
+  // Files are created with the mode the kernel sends (already masked by the caller's umask).
+  libc.umask(0);
+  const started = Date.now();
+  const root = options.root;
+  const fs = new CtxFs({
+    root,
+    run: options.run,
+    bins: options.bins,
+    ttl: options.ttl ?? 1,
+    status: () =>
+      statusText(root, {
+        storage: options.storage,
+        generation: options.generation,
+        mount: options.mount,
+        started,
+        pid: Deno.pid,
+      }),
+    commit: (abiPath, bytes, o) => writeControl(root, abiPath, bytes, o),
+    controlKind,
+    owner: (abiPath) => objectOwner(root, abiPath),
+  });
+  const mounted = mountFuse(options.mount, { fusermount: options.fusermount });
+  const conn = new Conn(mounted.fd, fs, { debug: options.debug, log, waitMs: options.waitMs });
+  const done = conn.serve().finally(() => libc.close(mounted.fd));
+  return {
+    mounted,
+    prepared,
+    fs,
+    done,
+    async stop() {
+      await unmountFuse(mounted);
+      conn.stop();
+      await done;
+    },
+  };
+}

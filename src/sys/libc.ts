@@ -1,0 +1,449 @@
+/** The libc symbols CortexFS calls through FFI, with errno captured right after each synchronous call. */
+
+const enc = new TextEncoder();
+
+// Byte counts here never reach 2 GiB (reads and writes are at most 1 MiB + 64 KiB), so sized results
+// are declared i32: an i32 comes back as a number, an isize as a BigInt that costs an allocation.
+const lib = Deno.dlopen("libc.so.6", {
+  __errno_location: { parameters: [], result: "pointer" },
+  open: { parameters: ["buffer", "i32", "u32"], result: "i32" },
+  close: { parameters: ["i32"], result: "i32" },
+  read: { parameters: ["i32", "buffer", "usize"], result: "i32" },
+  write: { parameters: ["i32", "buffer", "usize"], result: "i32" },
+  pread: { parameters: ["i32", "buffer", "usize", "i64"], result: "i32" },
+  pwrite: { parameters: ["i32", "buffer", "usize", "i64"], result: "i32" },
+  poll: { parameters: ["buffer", "u64", "i32"], result: "i32", nonblocking: true },
+  poll_sync: { name: "poll", parameters: ["buffer", "u64", "i32"], result: "i32" },
+  fstatat: { parameters: ["i32", "buffer", "buffer", "i32"], result: "i32" },
+  fstat: { parameters: ["i32", "buffer"], result: "i32" },
+  getdents64: { parameters: ["i32", "buffer", "usize"], result: "i32" },
+  mkdir: { parameters: ["buffer", "u32"], result: "i32" },
+  mknod: { parameters: ["buffer", "u32", "u64"], result: "i32" },
+  rmdir: { parameters: ["buffer"], result: "i32" },
+  unlink: { parameters: ["buffer"], result: "i32" },
+  renameat2: { parameters: ["i32", "buffer", "i32", "buffer", "u32"], result: "i32" },
+  symlink: { parameters: ["buffer", "buffer"], result: "i32" },
+  readlink: { parameters: ["buffer", "buffer", "usize"], result: "i32" },
+  link: { parameters: ["buffer", "buffer"], result: "i32" },
+  truncate: { parameters: ["buffer", "i64"], result: "i32" },
+  ftruncate: { parameters: ["i32", "i64"], result: "i32" },
+  chmod: { parameters: ["buffer", "u32"], result: "i32" },
+  lchown: { parameters: ["buffer", "u32", "u32"], result: "i32" },
+  fchown: { parameters: ["i32", "u32", "u32"], result: "i32" },
+  utimensat: { parameters: ["i32", "buffer", "buffer", "i32"], result: "i32" },
+  statvfs: { parameters: ["buffer", "buffer"], result: "i32" },
+  fsync: { parameters: ["i32"], result: "i32" },
+  fdatasync: { parameters: ["i32"], result: "i32" },
+  mount: { parameters: ["buffer", "buffer", "buffer", "u64", "buffer"], result: "i32" },
+  umount2: { parameters: ["buffer", "i32"], result: "i32" },
+  umount2_async: {
+    name: "umount2",
+    parameters: ["buffer", "i32"],
+    result: "i32",
+    nonblocking: true,
+  },
+  umask: { parameters: ["u32"], result: "u32" },
+  socketpair: { parameters: ["i32", "i32", "i32", "buffer"], result: "i32" },
+  recvmsg: { parameters: ["i32", "buffer", "i32"], result: "i32" },
+  fcntl: { parameters: ["i32", "i32", "i32"], result: "i32" },
+});
+
+const sym = lib.symbols;
+/**
+ * Deno's FFI takes a number for a 64-bit parameter at run time (checked with pread offsets), while
+ * its types ask for a bigint; passing the number avoids a BigInt allocation on every call.
+ */
+const n64 = (n: number) => n as unknown as bigint;
+const errnoPtr = sym.__errno_location();
+// errno lives at a fixed address per thread; every synchronous call runs on this (the JS) thread.
+const errnoView = new Deno.UnsafePointerView(errnoPtr ?? Deno.UnsafePointer.create(0n)!);
+
+/** The calling thread's errno; read it right after the synchronous call that failed. */
+export function errno(): number {
+  return errnoView.getInt32(0);
+}
+
+/** A NUL-terminated copy of `s` for passing to libc. */
+export function cstr(s: string): Uint8Array {
+  const b = new Uint8Array(s.length * 3 + 1);
+  const { written } = enc.encodeInto(s, b);
+  return b.subarray(0, written + 1); // encodeInto leaves b[written] = 0
+}
+
+/** `r` when non-negative, else -errno: the one failure convention of this module. */
+function ret(r: number): number {
+  return r < 0 ? -errno() : r;
+}
+
+/** Flags of open(2) on Linux x86_64. */
+export const O = {
+  RDONLY: 0,
+  WRONLY: 1,
+  RDWR: 2,
+  ACCMODE: 3,
+  CREAT: 0o100,
+  EXCL: 0o200,
+  NOCTTY: 0o400,
+  TRUNC: 0o1000,
+  APPEND: 0o2000,
+  NONBLOCK: 0o4000,
+  DIRECTORY: 0o200000,
+  NOFOLLOW: 0o400000,
+  CLOEXEC: 0o2000000,
+} as const;
+
+/** `AT_FDCWD`. */
+export const AT_FDCWD = -100;
+/** `AT_SYMLINK_NOFOLLOW`. */
+export const AT_SYMLINK_NOFOLLOW = 0x100;
+
+/** open(2): an fd or -errno. */
+export function open(path: Uint8Array, flags: number, mode = 0): number {
+  return ret(sym.open(path, flags | O.CLOEXEC, mode));
+}
+/** close(2): 0 or -errno. */
+export function close(fd: number): number {
+  return ret(sym.close(fd));
+}
+/** read(2) into `buf`: bytes read or -errno. */
+export function read(fd: number, buf: Uint8Array): number {
+  return ret(sym.read(fd, buf, n64(buf.length)));
+}
+/** write(2) of `buf`: bytes written or -errno. */
+export function write(fd: number, buf: Uint8Array): number {
+  return ret(sym.write(fd, buf, n64(buf.length)));
+}
+/** pread(2) into `buf` at `offset`: bytes read or -errno. */
+export function pread(fd: number, buf: Uint8Array, offset: number): number {
+  return ret(sym.pread(fd, buf, n64(buf.length), n64(offset)));
+}
+/** pwrite(2) of `buf` at `offset`: bytes written or -errno. */
+export function pwrite(fd: number, buf: Uint8Array, offset: number): number {
+  return ret(sym.pwrite(fd, buf, n64(buf.length), n64(offset)));
+}
+
+const pollBuf = new Uint8Array(8);
+const pollView = new DataView(pollBuf.buffer);
+/** Waits off the JS thread until `fd` is readable (POLLIN) or has hung up; resolves to poll's result. */
+export function pollIn(fd: number, timeoutMs = -1): Promise<number> {
+  pollView.setInt32(0, fd, true);
+  pollView.setInt16(4, 1, true); // POLLIN
+  pollView.setInt16(6, 0, true);
+  // errno is meaningless after a nonblocking call (another thread ran it): callers only look at
+  // the result and then retry the read, which reports its own errno.
+  return sym.poll(pollBuf, n64(1), timeoutMs);
+}
+
+const syncPollBuf = new Uint8Array(8);
+const syncPollView = new DataView(syncPollBuf.buffer);
+/**
+ * Waits on this (the JS) thread until `fd` is readable or `timeoutMs` passed: > 0 when readable.
+ * Blocks the event loop, so only for short waits.
+ */
+export function pollInSync(fd: number, timeoutMs: number): number {
+  syncPollView.setInt32(0, fd, true);
+  syncPollView.setInt16(4, 1, true); // POLLIN
+  syncPollView.setInt16(6, 0, true);
+  return ret(sym.poll_sync(syncPollBuf, n64(1), timeoutMs));
+}
+
+/** A decoded `struct stat` (x86_64 layout, 144 bytes). */
+export interface Stat {
+  dev: number;
+  ino: number;
+  nlink: number;
+  mode: number;
+  uid: number;
+  gid: number;
+  rdev: number;
+  size: number;
+  blksize: number;
+  blocks: number;
+  atime: number;
+  atimensec: number;
+  mtime: number;
+  mtimensec: number;
+  ctime: number;
+  ctimensec: number;
+}
+
+const statBuf = new Uint8Array(144);
+const statView = new DataView(statBuf.buffer);
+function u64(o: number): number {
+  return statView.getUint32(o, true) + statView.getUint32(o + 4, true) * 0x1_0000_0000;
+}
+function i64(o: number): number {
+  return statView.getUint32(o, true) + statView.getInt32(o + 4, true) * 0x1_0000_0000;
+}
+// One Stat object reused by every call: callers copy what they keep before the next call.
+const shared: Stat = {
+  dev: 0,
+  ino: 0,
+  nlink: 0,
+  mode: 0,
+  uid: 0,
+  gid: 0,
+  rdev: 0,
+  size: 0,
+  blksize: 0,
+  blocks: 0,
+  atime: 0,
+  atimensec: 0,
+  mtime: 0,
+  mtimensec: 0,
+  ctime: 0,
+  ctimensec: 0,
+};
+function decodeStat(): Stat {
+  const s = shared;
+  s.dev = u64(0);
+  s.ino = u64(8);
+  s.nlink = u64(16);
+  s.mode = statView.getUint32(24, true);
+  s.uid = statView.getUint32(28, true);
+  s.gid = statView.getUint32(32, true);
+  s.rdev = u64(40);
+  s.size = i64(48);
+  s.blksize = i64(56);
+  s.blocks = i64(64);
+  s.atime = i64(72);
+  s.atimensec = u64(80);
+  s.mtime = i64(88);
+  s.mtimensec = u64(96);
+  s.ctime = i64(104);
+  s.ctimensec = u64(112);
+  return s;
+}
+
+/** lstat(2) (or stat(2) with `follow`): the stat (shared, valid until the next call) or -errno. */
+export function lstat(path: Uint8Array, options: { follow?: boolean } = {}): Stat | number {
+  const r = sym.fstatat(AT_FDCWD, path, statBuf, options.follow ? 0 : AT_SYMLINK_NOFOLLOW);
+  return r < 0 ? -errno() : decodeStat();
+}
+/** fstat(2): the stat (shared, valid until the next call) or -errno. */
+export function fstat(fd: number): Stat | number {
+  return sym.fstat(fd, statBuf) < 0 ? -errno() : decodeStat();
+}
+/** One directory entry from {@link readDir}: the raw name bytes, DT_* type and inode number. */
+export interface Dirent {
+  name: Uint8Array;
+  type: number;
+  ino: number;
+}
+const dentBuf = new Uint8Array(64 * 1024);
+const dentView = new DataView(dentBuf.buffer);
+/** Lists a directory with getdents64 (without "." and ".."): entries or -errno. */
+export function readDir(path: Uint8Array): Dirent[] | number {
+  const fd = open(path, O.RDONLY | O.DIRECTORY);
+  if (fd < 0) return fd;
+  const out: Dirent[] = [];
+  try {
+    for (;;) {
+      const n = sym.getdents64(fd, dentBuf, n64(dentBuf.length));
+      if (n < 0) return -errno();
+      if (n === 0) return out;
+      // struct linux_dirent64: ino u64, off i64, reclen u16, type u8, name (NUL-terminated)
+      for (let at = 0; at < n;) {
+        const reclen = dentView.getUint16(at + 16, true);
+        const start = at + 19;
+        const end = dentBuf.indexOf(0, start);
+        const len = end - start;
+        const dot = dentBuf[start] === 46 &&
+          (len === 1 || (len === 2 && dentBuf[start + 1] === 46));
+        if (!dot) {
+          out.push({
+            name: dentBuf.slice(start, end),
+            type: dentBuf[at + 18],
+            ino: dentView.getUint32(at, true) + dentView.getUint32(at + 4, true) * 0x1_0000_0000,
+          });
+        }
+        at += reclen;
+      }
+    }
+  } finally {
+    close(fd);
+  }
+}
+
+/** mkdir(2): 0 or -errno. */
+export function mkdir(path: Uint8Array, mode: number): number {
+  return ret(sym.mkdir(path, mode));
+}
+/** mknod(2): 0 or -errno. */
+export function mknod(path: Uint8Array, mode: number, dev: number): number {
+  return ret(sym.mknod(path, mode, n64(dev)));
+}
+/** rmdir(2): 0 or -errno. */
+export function rmdir(path: Uint8Array): number {
+  return ret(sym.rmdir(path));
+}
+/** unlink(2): 0 or -errno. */
+export function unlink(path: Uint8Array): number {
+  return ret(sym.unlink(path));
+}
+/** renameat2(2) on absolute paths: 0 or -errno. */
+export function rename(from: Uint8Array, to: Uint8Array, flags = 0): number {
+  return ret(sym.renameat2(AT_FDCWD, from, AT_FDCWD, to, flags));
+}
+/** symlink(2): 0 or -errno. */
+export function symlink(target: Uint8Array, path: Uint8Array): number {
+  return ret(sym.symlink(target, path));
+}
+const linkBuf = new Uint8Array(4097);
+/** readlink(2): the target bytes (a copy) or -errno. */
+export function readlink(path: Uint8Array): Uint8Array | number {
+  const n = sym.readlink(path, linkBuf, n64(linkBuf.length));
+  return n < 0 ? -errno() : linkBuf.slice(0, n);
+}
+/** link(2): 0 or -errno. */
+export function link(from: Uint8Array, to: Uint8Array): number {
+  return ret(sym.link(from, to));
+}
+/** truncate(2): 0 or -errno. */
+export function truncate(path: Uint8Array, size: number): number {
+  return ret(sym.truncate(path, n64(size)));
+}
+/** ftruncate(2): 0 or -errno. */
+export function ftruncate(fd: number, size: number): number {
+  return ret(sym.ftruncate(fd, n64(size)));
+}
+/** chmod(2): 0 or -errno. */
+export function chmod(path: Uint8Array, mode: number): number {
+  return ret(sym.chmod(path, mode));
+}
+/** lchown(2); -1 (0xffffffff) leaves that id unchanged: 0 or -errno. */
+export function lchown(path: Uint8Array, uid: number, gid: number): number {
+  return ret(sym.lchown(path, uid >>> 0, gid >>> 0));
+}
+/** fchown(2): 0 or -errno. */
+export function fchown(fd: number, uid: number, gid: number): number {
+  return ret(sym.fchown(fd, uid >>> 0, gid >>> 0));
+}
+
+/** `UTIME_NOW` / `UTIME_OMIT` for {@link utimens}. */
+export const UTIME = { NOW: (1 << 30) - 1, OMIT: (1 << 30) - 2 } as const;
+const tsBuf = new Uint8Array(32);
+const tsView = new DataView(tsBuf.buffer);
+/** utimensat(2) without following a final symlink; nsec may be UTIME.NOW/OMIT: 0 or -errno. */
+export function utimens(
+  path: Uint8Array,
+  atime: [number, number],
+  mtime: [number, number],
+): number {
+  tsView.setBigInt64(0, BigInt(atime[0]), true);
+  tsView.setBigInt64(8, BigInt(atime[1]), true);
+  tsView.setBigInt64(16, BigInt(mtime[0]), true);
+  tsView.setBigInt64(24, BigInt(mtime[1]), true);
+  return ret(sym.utimensat(AT_FDCWD, path, tsBuf, AT_SYMLINK_NOFOLLOW));
+}
+
+/** A decoded `struct statvfs`. */
+export interface StatVfs {
+  bsize: number;
+  frsize: number;
+  blocks: number;
+  bfree: number;
+  bavail: number;
+  files: number;
+  ffree: number;
+  namemax: number;
+}
+const vfsBuf = new Uint8Array(112);
+const vfsView = new DataView(vfsBuf.buffer);
+/** statvfs(3): the file system's counters or -errno. */
+export function statvfs(path: Uint8Array): StatVfs | number {
+  if (sym.statvfs(path, vfsBuf) < 0) return -errno();
+  const g = (o: number) =>
+    vfsView.getUint32(o, true) + vfsView.getUint32(o + 4, true) * 0x1_0000_0000;
+  return {
+    bsize: g(0),
+    frsize: g(8),
+    blocks: g(16),
+    bfree: g(24),
+    bavail: g(32),
+    files: g(40),
+    ffree: g(48),
+    namemax: g(80),
+  };
+}
+/** fsync(2) / fdatasync(2): 0 or -errno. */
+export function fsync(fd: number, options: { data?: boolean } = {}): number {
+  return ret(options.data ? sym.fdatasync(fd) : sym.fsync(fd));
+}
+
+/** mount(2) flags used here. */
+export const MS = { NOSUID: 2, NODEV: 4 } as const;
+/** mount(2): 0 or -errno. */
+export function mount(
+  source: string,
+  target: string,
+  options: { type: string; flags: number; data: string },
+): number {
+  return ret(
+    sym.mount(
+      cstr(source),
+      cstr(target),
+      cstr(options.type),
+      n64(options.flags),
+      cstr(options.data),
+    ),
+  );
+}
+/** umount2 flags. */
+export const MNT = { FORCE: 1, DETACH: 2 } as const;
+/** umount2(2): 0 or -errno. */
+export function umount2(target: string, flags = 0): number {
+  return ret(sym.umount2(cstr(target), flags));
+}
+/**
+ * umount2(2) off the JS thread, for a daemon unmounting its own FUSE mount (the kernel may need
+ * this thread to answer requests meanwhile); resolves to 0 or a negative number (errno unknown).
+ */
+export function umount2Async(target: string, flags = 0): Promise<number> {
+  return sym.umount2_async(cstr(target), flags);
+}
+/** umask(2): the previous mask. */
+export function umask(mask: number): number {
+  return sym.umask(mask);
+}
+
+/** fcntl commands used here. */
+export const F = { GETFD: 1, SETFD: 2, GETFL: 3, SETFL: 4, FD_CLOEXEC: 1 } as const;
+/** fcntl(2) with an int argument: the result or -errno. */
+export function fcntl(fd: number, cmd: number, arg = 0): number {
+  return ret(sym.fcntl(fd, cmd, arg));
+}
+
+/** socketpair(AF_UNIX, SOCK_STREAM or SOCK_SEQPACKET): two fds (neither close-on-exec) or -errno. */
+export function socketpair(options: { seqpacket?: boolean } = {}): [number, number] | number {
+  const sv = new Int32Array(2);
+  const r = sym.socketpair(1, options.seqpacket ? 5 : 1, 0, new Uint8Array(sv.buffer));
+  return r < 0 ? -errno() : [sv[0], sv[1]];
+}
+
+/** Receives one message on `sock` and returns the first fd passed with SCM_RIGHTS, or -errno. */
+export function recvFd(sock: number): number {
+  const data = new Uint8Array(8);
+  const iov = new BigUint64Array(2);
+  iov[0] = BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(data)));
+  iov[1] = BigInt(data.length);
+  const control = new Uint8Array(64);
+  // struct msghdr (56 bytes): name, namelen, iov, iovlen, control, controllen, flags
+  const msg = new BigUint64Array(7);
+  msg[2] = BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(iov)));
+  msg[3] = 1n;
+  msg[4] = BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(control)));
+  msg[5] = BigInt(control.length);
+  let r: number;
+  do {
+    r = sym.recvmsg(sock, new Uint8Array(msg.buffer), 0);
+  } while (r < 0 && errno() === 4); // EINTR
+  if (r < 0) return -errno();
+  const cv = new DataView(control.buffer);
+  const controllen = Number(msg[5]);
+  // struct cmsghdr: len u64, level i32, type i32, data (SOL_SOCKET=1, SCM_RIGHTS=1)
+  if (controllen < 20 || cv.getInt32(8, true) !== 1 || cv.getInt32(12, true) !== 1) {
+    return -5; // EIO: the peer closed without passing an fd
+  }
+  return cv.getInt32(16, true);
+}

@@ -1,0 +1,143 @@
+/** Test fixtures: a fresh storage tree (the real initial tree), a running cortexfsd on a temp mount. */
+import { update } from "../../src/store/generation.ts";
+import { mountedType } from "../../src/fuse/mount.ts";
+
+const checkout = new URL("../..", import.meta.url).pathname.replace(/\/$/, "");
+
+/** The checkout's pinned Deno launcher. */
+export const DENO = `${checkout}/tools/deno`;
+/** cortexfsd's entry file. */
+export const CORTEXFSD = `${checkout}/cli/cortexfsd.ts`;
+
+/** A temp dir with `storage/` (the initial tree, owned by `uid`), `mnt/` and `run/`. */
+export async function makeTree(options: { uid?: number; gid?: number } = {}): Promise<{
+  dir: string;
+  storage: string;
+  mount: string;
+  run: string;
+  root: string;
+}> {
+  const dir = await Deno.makeTempDir({ prefix: "cortexfs-fuse-" });
+  await Deno.chmod(dir, 0o755); // other uids (setpriv tests) must reach the mount point
+  const storage = `${dir}/storage`, mount = `${dir}/mnt`, run = `${dir}/run`;
+  await Deno.mkdir(mount);
+  await Deno.mkdir(run);
+  update(storage, { uid: options.uid ?? 0, gid: options.gid ?? 0 });
+  return { dir, storage, mount, run, root: Deno.realPathSync(`${storage}/current`) };
+}
+
+/** A cortexfsd child process serving a tree. */
+export interface Daemon {
+  child: Deno.ChildProcess;
+  mount: string;
+  /** Collected stderr so far. */
+  log(): string;
+  /** SIGTERM, then wait; returns the exit code. */
+  stop(): Promise<number>;
+}
+
+/** Waits until `cond()` holds (polling every 20 ms) or throws after `ms`. */
+export async function until(cond: () => boolean, what: string, ms = 15000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/** Starts `cortexfsd` on `tree` and waits until the mount is live. */
+export async function startDaemon(
+  tree: { storage: string; mount: string; run: string },
+  options: { args?: string[]; wait?: boolean } = {},
+): Promise<Daemon> {
+  const child = new Deno.Command(DENO, {
+    args: [
+      "run",
+      "-A",
+      CORTEXFSD,
+      "--storage",
+      tree.storage,
+      "--mount",
+      tree.mount,
+      "--run",
+      tree.run,
+      ...(options.args ?? []),
+    ],
+    stdin: "null",
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+  let log = "";
+  const dec = new TextDecoder();
+  const pump = (async () => {
+    for await (const chunk of child.stderr) log += dec.decode(chunk);
+  })();
+  let exited: number | null = null;
+  const status = child.status.then((s) => (exited = s.code));
+  const d: Daemon = {
+    child,
+    mount: tree.mount,
+    log: () => log,
+    async stop() {
+      if (exited === null) {
+        try {
+          child.kill("SIGTERM");
+        } catch { /* already gone */ }
+      }
+      const code = await status;
+      await pump;
+      return code;
+    },
+  };
+  if (options.wait !== false) {
+    await until(
+      () => exited !== null || (mountedType(tree.mount) !== null && log.includes("serving")),
+      "the mount",
+    );
+    if (exited !== null) throw new Error(`cortexfsd exited ${exited}: ${log}`);
+  }
+  return d;
+}
+
+/** Best-effort cleanup: lazy-unmount whatever is still mounted at `mount`, remove `dir`. */
+export async function cleanup(
+  d: Daemon | null,
+  tree: { dir: string; mount: string },
+): Promise<void> {
+  if (d) await d.stop().catch(() => {});
+  if (mountedType(tree.mount) !== null) {
+    await new Deno.Command("umount", { args: ["-l", tree.mount] }).output();
+  }
+  await Deno.remove(tree.dir, { recursive: true }).catch(() => {});
+}
+
+/** Runs a command (bash -c by default); returns exit code, stdout, stderr. */
+export async function sh(
+  script: string,
+  options: { uid?: number; cwd?: string; stdin?: string } = {},
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  const args = options.uid === undefined
+    ? ["-c", script]
+    : [`--reuid=${options.uid}`, `--regid=${options.uid}`, "--clear-groups", "bash", "-c", script];
+  const cmd = new Deno.Command(options.uid === undefined ? "bash" : "setpriv", {
+    args,
+    cwd: options.cwd,
+    stdin: options.stdin === undefined ? "null" : "piped",
+    stdout: "piped",
+    stderr: "piped",
+  });
+  const child = cmd.spawn();
+  if (options.stdin !== undefined) {
+    const w = child.stdin.getWriter();
+    await w.write(new TextEncoder().encode(options.stdin));
+    await w.close();
+  }
+  const out = await child.output();
+  const dec = new TextDecoder();
+  return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
+}
+
+if (import.meta.main) {
+  // `tools/deno run -A tests/fuse/fixture.ts DIR`: makes an initial tree at DIR/storage.
+  update(`${Deno.args[0]}/storage`, {});
+}
