@@ -57,21 +57,33 @@ async function main(flags: Flags): Promise<number> {
   });
   console.error(`cortexfsd: serving generation ${generation} at ${mount} (${handle.mounted.via})`);
 
-  // The lead wires the socket runtime here: started after the mount, stopped before unmount.
-  //   const runtime = await startRuntime({ root, run });
-  const runtime = null as { close(): Promise<void> } | null;
+  // The socket runtime works on the backing generation, never through the mount: a synchronous
+  // call into our own mount would deadlock this thread (platform-notes). Started after the mount,
+  // closed before unmount.
+  let runtime: { close(): Promise<void> } | null = null;
+  try {
+    const { startRuntime } = await import("../src/runtime/mod.ts");
+    runtime = await startRuntime({ root, run });
+  } catch (e) {
+    await handle.stop();
+    throw e;
+  }
+  console.error(`cortexfsd: agent sockets under ${run}/agent`);
 
+  // Close the runtime exactly once, whichever way the mount ends (signal or external unmount).
+  let closing: Promise<void> | undefined;
+  const closeRuntime = () => closing ??= runtime?.close() ?? Promise.resolve();
   let stopping: Promise<void> | null = null;
   const stop = () => {
     stopping ??= (async () => {
-      await runtime?.close();
+      await closeRuntime();
       await handle.stop();
     })();
   };
   Deno.addSignalListener("SIGTERM", stop);
   Deno.addSignalListener("SIGINT", stop);
   const why = await handle.done;
-  if (why !== "stopped") await runtime?.close(); // unmounted from outside: a clean end
+  await closeRuntime(); // unmounted from outside: a clean end too
   await stopping;
   console.error(`cortexfsd: ${why}; exiting`);
   return EXIT.ok;

@@ -45,6 +45,12 @@ type Handle =
   | { t: "temp"; temp: Temp }
   | { t: "dir"; entries: Entry[] };
 
+/** True for `home/<uid>/agent/...` and `shared/<space>/agent/...`: written behind the mount's back. */
+function daemonWritten(path: string): boolean {
+  const p = path.split("/", 3);
+  return (p[0] === "home" || p[0] === "shared") && p[2] === "agent";
+}
+
 /** One directory entry of an OPENDIR snapshot (name as raw bytes). */
 type Entry = { name: Uint8Array; type: number; ino: number };
 
@@ -134,9 +140,12 @@ export class CtxFs implements FileSystem {
     }
     return c;
   }
-  #ttl(kind: Kind): number {
-    // The root never changes; home/shared change only through this mount (or the daemon).
-    return kind === "rw" || kind === "root" ? this.#o.ttl : 0;
+  #ttl(kind: Kind, path: string): number {
+    // The root never changes; plain home/shared files change only through this mount. Agent
+    // homes and sessions are written straight into the backing tree by the runtime and by
+    // sandboxed tools, so their attributes are never cached (a reader sees a run at once).
+    if (kind === "root") return this.#o.ttl;
+    return kind === "rw" && !daemonWritten(path) ? this.#o.ttl : 0;
   }
 
   /** The attributes of `path`, or -errno. */
@@ -260,7 +269,7 @@ export class CtxFs implements FileSystem {
       ? String(a.ino)
       : undefined;
     const node = this.nodes.ref(path, key);
-    return putEntry(out, { nodeid: node.id, attr: a, ttl: this.#ttl(kind) });
+    return putEntry(out, { nodeid: node.id, attr: a, ttl: this.#ttl(kind, path) });
   }
 
   // --- operations ------------------------------------------------------------------------
@@ -281,7 +290,7 @@ export class CtxFs implements FileSystem {
     if (h?.t === "fd" && (path === null || this.#kind(path) === "rw")) {
       const st = libc.fstat(h.fd);
       if (typeof st === "number") return st;
-      return putAttr(out, { attr: fromStat(st), ttl: path === null ? 0 : this.#o.ttl });
+      return putAttr(out, { attr: fromStat(st), ttl: path === null ? 0 : this.#ttl("rw", path) });
     }
     if (path === null) return -E.ENOENT;
     const a = this.#stat(path);
@@ -295,7 +304,7 @@ export class CtxFs implements FileSystem {
       }
       return a;
     }
-    return putAttr(out, { attr: a, ttl: this.#ttl(this.#kind(path)) });
+    return putAttr(out, { attr: a, ttl: this.#ttl(this.#kind(path), path) });
   }
 
   /** SETATTR: chmod, chown, truncate, utimens. */
@@ -382,7 +391,7 @@ export class CtxFs implements FileSystem {
       }
       return a;
     }
-    return putAttr(out, { attr: a, ttl: this.#ttl(this.#kind(path)) });
+    return putAttr(out, { attr: a, ttl: this.#ttl(this.#kind(path), path) });
   }
 
   /** READLINK. */
@@ -520,7 +529,7 @@ export class CtxFs implements FileSystem {
     // The kernel expects the existing inode back: the new name becomes an alias of that node.
     const old = this.nodes.get(req.arg.oldnodeid)!; // #path() above found it
     const node = this.nodes.alias(old, s.path, String(a.ino));
-    return putEntry(out, { nodeid: node.id, attr: a, ttl: this.#ttl("rw") });
+    return putEntry(out, { nodeid: node.id, attr: a, ttl: this.#ttl("rw", s.path) });
   }
 
   #writer(
