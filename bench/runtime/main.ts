@@ -1,12 +1,19 @@
 /**
  * Runtime round trips against references measured in the same run: a `send` to an executable echo
- * agent vs spawning that same agent directly with the same envelope, a `tsh` op vs a bare spawn.
+ * agent vs spawning that same agent directly with the same envelope (interleaved, same history
+ * size), a `tsh` op vs a bare spawn.
  * Prints medians and the ratios (the per-step host overhead). Never asserts a duration.
  */
 import { startRuntime } from "../../src/runtime/mod.ts";
+import { historyOf } from "../../src/runtime/host.ts";
 import { addTestAgent, cleanup, makeTree, Raw } from "../../tests/runtime/helpers.ts";
 
 const N = Number(Deno.env.get("BENCH_N") ?? 30);
+
+function mid(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)];
+}
 
 async function median(fn: () => Promise<void>, n = N): Promise<number> {
   await fn(); // warm-up
@@ -16,8 +23,29 @@ async function median(fn: () => Promise<void>, n = N): Promise<number> {
     await fn();
     xs.push(performance.now() - t);
   }
-  xs.sort((a, b) => a - b);
-  return xs[Math.floor(xs.length / 2)];
+  return mid(xs);
+}
+
+/** Interleaves `a` and `b` (same machine state for both), returning each one's median; `between` is not timed. */
+async function paired(
+  a: () => Promise<void>,
+  b: () => Promise<void>,
+  between: () => void,
+): Promise<[number, number]> {
+  between();
+  await a();
+  await b();
+  const xa: number[] = [], xb: number[] = [];
+  for (let i = 0; i < N; i++) {
+    between();
+    let t = performance.now();
+    await a();
+    xa.push(performance.now() - t);
+    t = performance.now();
+    await b();
+    xb.push(performance.now() - t);
+  }
+  return [mid(xa), mid(xb)];
 }
 
 const f = await makeTree();
@@ -31,17 +59,22 @@ try {
     c.write({ ...frame, id: `b-${k++}` });
     await c.run(from);
   };
-  const envelope = new TextEncoder().encode(
-    JSON.stringify({
-      schema: "cortexfs.agent-invocation/v1",
-      run: "ctx-00000000000000000000000000000000",
-      step: 0,
-      input: "echo bench",
-      history_messages: "[]",
-      tool_context: "",
-      observation: null,
-    }) + "\n",
-  );
+  // The direct reference gets the very envelope a send would build now (same history size), so
+  // the difference is the host's own work, not the agent reading a longer line.
+  const dir = `${f.root}/home/0/agent/echo/session/bench`;
+  const envelope = () =>
+    new TextEncoder().encode(
+      JSON.stringify({
+        schema: "cortexfs.agent-invocation/v1",
+        run: "ctx-00000000000000000000000000000000",
+        step: 0,
+        input: "echo bench",
+        history_messages: JSON.stringify(historyOf(dir, "none", 60 * 1024)),
+        tool_context: "",
+        observation: null,
+      }) + "\n",
+    );
+  let bytes = envelope();
   const direct = async () => {
     const p = new Deno.Command(`${f.root}/agent/echo`, {
       clearEnv: true,
@@ -51,7 +84,7 @@ try {
       stderr: "null",
     }).spawn();
     const w = p.stdin.getWriter();
-    await w.write(envelope);
+    await w.write(bytes);
     await w.close();
     await p.output();
   };
@@ -59,9 +92,10 @@ try {
     await new Deno.Command("/bin/true", { stdout: "null", stderr: "null" }).output();
   };
   const tBare = await median(bare);
-  const tDirect = await median(direct);
-  const tSend = await median(() =>
-    roundTrip({ op: "send", session: "bench", input: "echo bench" })
+  const [tDirect, tSend] = await paired(
+    direct,
+    () => roundTrip({ op: "send", session: "bench", input: "echo bench" }),
+    () => bytes = envelope(),
   );
   const tTsh = await median(() => roundTrip({ op: "tsh", session: "bench", args: ["tools"] }), 10);
   const row = (name: string, ms: number, ref: number, refName: string) =>

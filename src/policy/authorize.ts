@@ -28,6 +28,11 @@ export type AgentControls = AgentDef;
 export interface AuthorizeOptions {
   /** The view's CTX_PATH when the caller runs inside a view; default: the agent's `path` control (or its default). */
   ctxPath?: string[];
+  /**
+   * The agent's controls when the caller loaded them for this very call (runTsh does, a moment
+   * earlier); default: loaded now. Never pass controls kept from an earlier call.
+   */
+  agent?: AgentDef;
 }
 
 /** The tool an allow verdict names. */
@@ -105,8 +110,10 @@ export function authorize(request: Request, options: AuthorizeOptions = {}): Ver
   try {
     // One parser for every control (src/store/agent.ts): the agent must exist (ENOENT), and then
     // every control of it must be present where required and valid (EACCES, EINVAL).
-    const real = resolveAgent(request.root, request.agent);
-    const agent = complete(`agent "${real}"`, () => loadAgent(request.root, real));
+    const agent = options.agent ?? (() => {
+      const real = resolveAgent(request.root, request.agent);
+      return complete(`agent "${real}"`, () => loadAgent(request.root, real));
+    })();
     const ctxPath = options.ctxPath ?? agent.path;
     const hit = resolveTool(request.tool, { root: request.root, ctxPath });
     if (!hit) {

@@ -1,4 +1,4 @@
-/** One tool call of a run: host-written tool_call, authority, approval, execution, tool_result. */
+/** One tool call of a run: host-written tool_call, then runTsh (authority, approval, sandbox), tool_result. */
 import { approveOp, cancelOp } from "../abi/frames.ts";
 import { clampUtf8, MAX_OBSERVATION, type Observation } from "../abi/envelope.ts";
 import type { Run } from "./recorder.ts";
@@ -14,6 +14,8 @@ export interface CallContext {
   workspace: string;
   session: string;
   approvalTimeoutMs: number;
+  /** The daemon's CTX_TOOL_CACHE, handed to runTsh (never a sandbox variable). */
+  toolCache?: string;
 }
 
 /** A tool call as yielded by an agent (already schema-checked). */
@@ -99,30 +101,24 @@ export async function executeCall(ctx: CallContext, call: ToolCall): Promise<Obs
   let result: ToolResult;
   const argv = argvOf(call, agent);
   if (!Array.isArray(argv)) result = argv;
+  else if (run.finished) result = failed(call.name, "ECANCELED", "run cancelled before spawn");
   else {
-    const tool = call.name === "tsh" ? toolOfArgs(argv) : call.name;
-    // Authority is re-derived for every call: controls are re-read, nothing carries over.
-    const verdict = tool === undefined
-      ? { allow: true as const }
-      : await ctx.host.authorize({ agent: agent.name, tool, root: ctx.root, uid: agent.uid });
-    if (!verdict.allow) result = failed(tool ?? "tsh", verdict.errno, verdict.reason);
-    else if (
-      tool !== undefined && agent.approval === "ask" && !await approve(ctx, call, tool, argv)
-    ) {
-      result = failed(tool, "EACCES", "approval was not granted (fail closed)");
-    } else if (run.finished) {
-      result = failed(tool ?? "tsh", "ECANCELED", "run cancelled before spawn");
-    } else {
-      result = await ctx.host.runTsh(argv, {
-        root: ctx.root,
-        agent: agent.name,
-        uid: agent.uid,
-        workspace: ctx.workspace,
-        session: ctx.session,
-        signal: run.abort.signal,
-        limit: MAX_OBSERVATION,
-      });
-    }
+    // runTsh re-derives authority for every call (controls re-read, nothing carries over), opens
+    // the executable nofollow, plans the view, and only then calls `approve`, right before spawn.
+    const tool = toolOfArgs(argv);
+    result = await ctx.host.runTsh(argv, {
+      root: ctx.root,
+      agent: agent.name,
+      uid: agent.uid,
+      workspace: ctx.workspace,
+      session: ctx.session,
+      signal: run.abort.signal,
+      limit: MAX_OBSERVATION,
+      toolCache: ctx.toolCache,
+      approve: tool !== undefined && agent.approval === "ask"
+        ? (p) => approve(ctx, call, p.tool, argv)
+        : undefined,
+    });
   }
   const clamped = clampUtf8(result.content, MAX_OBSERVATION);
   const obs: Observation = {

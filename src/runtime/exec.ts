@@ -10,6 +10,7 @@ import {
 } from "../abi/envelope.ts";
 import { MAX_FRAME } from "../abi/frames.ts";
 import { type CallContext, executeCall, type ToolCall } from "./call.ts";
+import { dropGroup, recordGroup } from "./groups.ts";
 import { reapGroup, spawnGroup, stopGroup } from "./proc.ts";
 
 /** Total stdout one step may print before it is cut off (EMSGSIZE). */
@@ -23,6 +24,8 @@ export interface ExecRun extends CallContext {
   history: string;
   /** Bounded loaded-tool context text. */
   toolContext: string;
+  /** Where live process groups are recorded (`<run>/groups`). */
+  groups: string;
 }
 
 type StepEnd =
@@ -91,9 +94,19 @@ async function step(x: ExecRun, n: number, obs: Observation | null): Promise<Ste
     uid: x.agent.uid,
     gid: x.agent.gid,
   });
+  let receipt: string | undefined;
   const onAbort = () => void stopGroup(child);
   run.abort.signal.addEventListener("abort", onAbort);
   try {
+    // Recorded before the envelope is written: an agent does nothing before it reads stdin, so
+    // a daemon killed from here on leaves a receipt the next start uses to stop the group.
+    const recorded = recordGroup(x.groups, child.pid, {
+      run: run.id,
+      agent: x.agent.name,
+      step: n,
+    });
+    run.activate(); // while the agent is still inside execve (see Run.activate)
+    receipt = await recorded;
     const w = child.stdin.getWriter();
     await w.write(stdin).catch(() => {});
     await w.close().catch(() => {});
@@ -169,6 +182,7 @@ async function step(x: ExecRun, n: number, obs: Observation | null): Promise<Ste
     run.abort.signal.removeEventListener("abort", onAbort);
     reapGroup(child);
     await child.status;
+    if (receipt) dropGroup(receipt);
   }
 }
 

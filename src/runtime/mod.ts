@@ -4,11 +4,14 @@ import { ensureDir, replaceFile } from "../store/atomic.ts";
 import { RunIndex, sessionDirs } from "../store/runs.ts";
 import type { OpContext } from "./ops.ts";
 import type { Run } from "./recorder.ts";
+import { groupsDir, type Reaped, reapGroups } from "./groups.ts";
 import { listen, type Listener, unlisten } from "./server.ts";
-import { loadToolHost, type ToolHost } from "./tools.ts";
+import { TOOL_HOST, type ToolHost } from "./tools.ts";
+import { toolCache } from "../tool/config.ts";
 
-export type { ToolHost, ToolResult, Verdict } from "./tools.ts";
+export type { Prepared, ToolHost, ToolResult, TshOptions } from "./tools.ts";
 export { newRunId } from "./recorder.ts";
+export type { Reaped } from "./groups.ts";
 
 /** Options for {@link startRuntime}. */
 export interface RuntimeOptions {
@@ -20,8 +23,13 @@ export interface RuntimeOptions {
   index?: string;
   /** How long an approval_request waits for its answer (default 60 s). */
   approvalTimeoutMs?: number;
-  /** The tool path; default: H4's `runTsh`/`authorize` when present. */
+  /** The tool path; default: src/tool's sandboxed `runTsh`. */
   tools?: ToolHost;
+  /**
+   * The daemon's own `CTX_TOOL_CACHE` (tsh load/pin capacity, clamped 1..1024), handed to every
+   * runTsh as `toolCache`; never put into a sandbox's environment. A non-integer is EINVAL here.
+   */
+  toolCache?: string;
 }
 
 /** A running runtime. */
@@ -34,6 +42,8 @@ export interface Runtime {
   agents(): string[];
   /** Runs interrupted by the previous daemon that startup closed as errors. */
   readonly recovered: string[];
+  /** Agent process groups the previous daemon left running that startup stopped, and stale receipts. */
+  readonly reaped: Reaped;
   /** Cancels live runs, closes every socket. */
   close(): Promise<void>;
 }
@@ -69,15 +79,19 @@ function recover(index: RunIndex, root: string, run: string): string[] {
 
 /** Starts the runtime: rebuilds the run index, closes interrupted runs, serves every agent. */
 export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
+  toolCache(options.toolCache); // refuse a bad value at start, not on every tool call
   ensureDir(options.run, 0o755);
+  // First: orphaned agent groups of a killed daemon must not outlive it into this one.
+  const reaped = await reapGroups(groupsDir(options.run));
   const index = new RunIndex(options.index ?? `${options.run}/runs.sqlite`);
   const recovered = recover(index, options.root, options.run);
   const ctx: OpContext = {
     root: options.root,
     run: options.run,
     index,
-    host: options.tools ?? await loadToolHost(),
+    host: options.tools ?? TOOL_HOST,
     approvalTimeoutMs: options.approvalTimeoutMs ?? 60_000,
+    toolCache: options.toolCache,
     active: new Map<string, Run>(),
     locks: new Map(),
   };
@@ -93,6 +107,7 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
   return {
     serve,
     recovered,
+    reaped,
     async unserve(name) {
       const l = listeners.get(name);
       listeners.delete(name);

@@ -1,13 +1,16 @@
 /** The socket ops: send, tsh, resume, cancel (approve is consumed inside a run's approval wait). */
 import { createHash } from "node:crypto";
 import { CtxError, toCtxError } from "../abi/errno.ts";
+import { AGENT_CONTROLS } from "../abi/controls.ts";
 import type { Request } from "../abi/frames.ts";
+import { readControl, resolveAgent } from "../store/agent.ts";
 import { readRecords } from "../store/jsonl.ts";
 import type { RunIndex } from "../store/runs.ts";
-import { openSession, readState, sessionRef, setState, touchIndex } from "../store/session.ts";
+import { openSession, readState, sessionRef, touchIndex } from "../store/session.ts";
 import { executeCall } from "./call.ts";
 import type { Conn } from "./conn.ts";
 import { execLoop } from "./exec.ts";
+import { groupsDir } from "./groups.ts";
 import { historyOf, modelTurn, textOf } from "./host.ts";
 import { newRunId, Run } from "./recorder.ts";
 import type { ToolHost } from "./tools.ts";
@@ -20,6 +23,8 @@ export interface OpContext {
   index: RunIndex;
   host: ToolHost;
   approvalTimeoutMs: number;
+  /** The daemon's CTX_TOOL_CACHE (validated at start), passed to every runTsh. */
+  toolCache?: string;
   /** Live runs by run id. */
   active: Map<string, Run>;
   /** Per-session-dir serialization: runs of one session never overlap. */
@@ -29,15 +34,32 @@ export interface OpContext {
 type SendReq = Extract<Request, { op: "send" }>;
 type TshReq = Extract<Request, { op: "tsh" }>;
 
+function checkOwner(conn: Conn, name: string, owner: number): void {
+  if (conn.peer.uid !== 0 && conn.peer.uid !== owner) {
+    throw new CtxError(
+      "EACCES",
+      `peer uid ${conn.peer.uid} is neither the owner (${owner}) of agent ${name} nor 0`,
+    );
+  }
+}
+
+/**
+ * The check at accept time: only the `owner` control is read (a peer that may not talk to the
+ * agent is turned away at once); every request then runs the full {@link authorizePeer}.
+ */
+export function admitPeer(ctx: OpContext, name: string, conn: Conn): void {
+  const dir = `${ctx.root}/agent/${resolveAgent(ctx.root, name)}.d`;
+  const owner = readControl<number>(dir, "owner", AGENT_CONTROLS.owner);
+  if (owner === undefined) {
+    throw new CtxError("EACCES", `agent ${name} has no owner control: authority fails closed`);
+  }
+  checkOwner(conn, name, owner);
+}
+
 /** Re-reads the agent and re-checks the peer on every request: authority never carries over. */
 export function authorizePeer(ctx: OpContext, name: string, conn: Conn): AgentView {
   const agent = readAgent(ctx.root, name);
-  if (conn.peer.uid !== 0 && conn.peer.uid !== agent.owner) {
-    throw new CtxError(
-      "EACCES",
-      `peer uid ${conn.peer.uid} is neither the owner (${agent.owner}) of agent ${name} nor 0`,
-    );
-  }
+  checkOwner(conn, name, agent.owner);
   return agent;
 }
 
@@ -117,7 +139,6 @@ async function begin(
         ts,
       });
       ctx.index.begin({ run: run.id, dir: ref.dir, client_id: o.id, digest, started: ts });
-      setState(ref, "active");
       if (o.scope === "temp") conn.onClose(() => void run.cancel());
       try {
         await body(run);
@@ -158,7 +179,10 @@ export async function opSend(ctx: OpContext, conn: Conn, name: string, req: Send
     payload,
     async (run) => {
       run.message({ role: "user", content: req.input });
-      if (!agent.exec) return modelTurn(run, { agent, root: ctx.root, input: req.input });
+      if (!agent.exec) {
+        run.activate();
+        return modelTurn(run, { agent, root: ctx.root, input: req.input });
+      }
       const history = JSON.stringify(historyOf(run.ref.dir, run.id, 60 * 1024));
       await execLoop({
         run,
@@ -168,6 +192,8 @@ export async function opSend(ctx: OpContext, conn: Conn, name: string, req: Send
         workspace: conn.workspace,
         session: req.session,
         approvalTimeoutMs: ctx.approvalTimeoutMs,
+        toolCache: ctx.toolCache,
+        groups: groupsDir(ctx.run),
         input: req.input,
         history,
         toolContext: "",
@@ -182,6 +208,7 @@ export async function opTsh(ctx: OpContext, conn: Conn, name: string, req: TshRe
   const payload = { op: "tsh", args: req.args };
   const o = { agent, session: req.session, scope: "private" as const, cwd: agent.cwd, id: req.id };
   await begin(ctx, conn, o, "tsh", payload, async (run) => {
+    run.activate();
     // The human typed this command: approval (a guard on agent-originated calls) does not apply.
     const obs = await executeCall({
       run,
@@ -191,6 +218,7 @@ export async function opTsh(ctx: OpContext, conn: Conn, name: string, req: TshRe
       workspace: conn.workspace,
       session: req.session,
       approvalTimeoutMs: ctx.approvalTimeoutMs,
+      toolCache: ctx.toolCache,
     }, { id: "call-1", name: "tsh", arguments: { args: req.args } });
     if (obs.status === "ok") return run.finish("ok", { latest: obs.content });
     await run.emit({

@@ -1,13 +1,7 @@
 /** One run's recorder: the only writer of its frames; everything goes to events.jsonl, then to clients. */
 import type { Frame, RunStatus } from "../abi/frames.ts";
 import type { RunIndex } from "../store/runs.ts";
-import {
-  appendEvent,
-  appendMessage,
-  type SessionRef,
-  setState,
-  writeSessionFile,
-} from "../store/session.ts";
+import { appendEvent, appendMessage, type SessionRef, setState } from "../store/session.ts";
 import type { Conn } from "./conn.ts";
 
 // Frames as emitted by run code: the recorder stamps `run` itself.
@@ -32,6 +26,7 @@ export class Run {
   readonly origin: Conn;
   status?: RunStatus;
   #finished: Promise<RunStatus>;
+  #active = false;
   #resolve!: (s: RunStatus) => void;
 
   constructor(options: { id: string; ref: SessionRef; index: RunIndex; origin: Conn }) {
@@ -63,6 +58,17 @@ export class Run {
     await this.#broadcast(stamped);
   }
 
+  /**
+   * Sets the session `state` to `active` once (idempotent; nothing once finished). Executable
+   * runs call it right after spawning the agent, so the two fsynced writes overlap the agent's
+   * exec instead of delaying it; every other run calls it before its work starts.
+   */
+  activate(): void {
+    if (this.finished || this.#active) return;
+    this.#active = true;
+    setState(this.ref, "active");
+  }
+
   /** Appends a messages.jsonl record for this run; dropped once finished. */
   message(record: Record<string, unknown>): void {
     if (this.finished) return;
@@ -83,8 +89,7 @@ export class Run {
     const ts = Date.now() / 1000;
     const done = { type: "done" as const, run: this.id, status, ts };
     appendEvent(this.ref, done);
-    if (options.latest !== undefined) writeSessionFile(this.ref, "latest.md", options.latest);
-    setState(this.ref, status === "ok" ? "done" : status);
+    setState(this.ref, status === "ok" ? "done" : status, { latest: options.latest });
     this.index.finish(this.id, status, ts);
     this.#resolve(status);
     await this.#broadcast(done);

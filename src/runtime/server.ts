@@ -5,7 +5,7 @@ import { OPS, request } from "../abi/frames.ts";
 import { ensureDir } from "../store/atomic.ts";
 import { fdOf, peerCred, setCloexec } from "../sys/sock.ts";
 import { Conn } from "./conn.ts";
-import { authorizePeer, opCancel, type OpContext, opResume, opSend, opTsh } from "./ops.ts";
+import { admitPeer, opCancel, type OpContext, opResume, opSend, opTsh } from "./ops.ts";
 
 const utf8 = new TextDecoder("utf-8", { fatal: true });
 
@@ -144,7 +144,7 @@ export async function listen(ctx: OpContext, name: string): Promise<Listener> {
     conns.add(conn);
     conn.onClose(() => conns.delete(conn));
     try {
-      authorizePeer(ctx, name, conn);
+      admitPeer(ctx, name, conn);
     } catch (e) {
       void conn.end(errorFrame(e));
       return;

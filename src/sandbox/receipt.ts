@@ -21,6 +21,24 @@ export function startTime(pid: number): string {
   } catch (e) {
     throw new CtxError("ESRCH", `process ${pid} has no /proc entry`, { cause: e });
   }
+  return startOf(pid, text);
+}
+
+/**
+ * {@link startTime} without blocking the event loop: reading `/proc/<pid>/stat` of a process that
+ * is still inside execve waits for the exec to finish (about a millisecond here).
+ */
+export async function startTimeAsync(pid: number): Promise<string> {
+  let text: string;
+  try {
+    text = await Deno.readTextFile(`/proc/${pid}/stat`);
+  } catch (e) {
+    throw new CtxError("ESRCH", `process ${pid} has no /proc entry`, { cause: e });
+  }
+  return startOf(pid, text);
+}
+
+function startOf(pid: number, text: string): string {
   const rest = text.slice(text.lastIndexOf(")") + 2).split(" ");
   // rest[0] is field 3 (state), so field 22 is rest[19].
   const v = rest[19];

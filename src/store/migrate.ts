@@ -1,6 +1,6 @@
 /** The ordered migration registry: each entry turns tree_version N-1 into N. */
 import { CtxError } from "../abi/errno.ts";
-import { buildInitialTree, type TreeContext } from "./tree.ts";
+import { addTshConfig, buildInitialTree, type TreeContext } from "./tree.ts";
 
 /** One migration: `apply` edits a private clone of the previous generation in place. */
 export interface Migration {
@@ -15,6 +15,7 @@ export interface Migration {
 /** The registry of this binary. Later issues append versions; never edit or reorder shipped ones. */
 export const MIGRATIONS: readonly Migration[] = [
   { version: 1, id: "initial-tree", apply: buildInitialTree },
+  { version: 2, id: "tsh-config", apply: addTshConfig },
 ];
 
 /** Checks a registry's shape: versions 1..N in order, unique ids of the name grammar. */

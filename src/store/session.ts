@@ -1,7 +1,7 @@
 /** Durable session directories: history files, state/meta/latest, and the session index files. */
 import { CtxError, toCtxError } from "../abi/errno.ts";
 import type { Scope } from "../abi/frames.ts";
-import { ensureDir, replaceFile, syncDir } from "./atomic.ts";
+import { ensureDir, replaceFile, syncDir, tempPath } from "./atomic.ts";
 import { appendRecord } from "./jsonl.ts";
 
 /** Session states written to `state`. */
@@ -134,10 +134,59 @@ export function writeSessionFile(ref: SessionRef, name: string, text: string): v
   });
 }
 
-/** Sets `state` and `updated_at`. */
-export function setState(ref: SessionRef, state: SessionState): void {
-  writeSessionFile(ref, "state", `${state}\n`);
-  writeSessionFile(ref, "updated_at", nowSecs());
+/**
+ * Replaces several small session files as one step: each temp file is written and fsynced, all are
+ * renamed, then the directory is fsynced once (not once per file, as separate replaces would).
+ * Each file is whole (old or new) at every instant.
+ */
+export function writeSessionFiles(ref: SessionRef, files: Record<string, string>): void {
+  const mode = FILE_MODE[ref.scope];
+  const enc = new TextEncoder();
+  const pending: { tmp: string; path: string }[] = [];
+  try {
+    for (const [name, text] of Object.entries(files)) {
+      const path = `${ref.dir}/${name}`;
+      const tmp = tempPath(path);
+      pending.push({ tmp, path });
+      const f = Deno.openSync(tmp, { write: true, createNew: true, mode });
+      try {
+        const bytes = enc.encode(text);
+        let off = 0;
+        while (off < bytes.length) off += f.writeSync(bytes.subarray(off));
+        f.syncSync();
+      } finally {
+        f.close();
+      }
+      Deno.chmodSync(tmp, mode); // the umask must not narrow it
+      own(tmp, ref);
+    }
+    while (pending.length) {
+      const { tmp, path } = pending[0];
+      Deno.renameSync(tmp, path);
+      pending.shift();
+    }
+  } catch (e) {
+    for (const { tmp } of pending) {
+      try {
+        Deno.removeSync(tmp);
+      } catch { /* never created */ }
+    }
+    throw toCtxError(e, ref.dir);
+  }
+  syncDir(ref.dir);
+}
+
+/** Sets `state` and `updated_at` (and `latest.md` when given) in one {@link writeSessionFiles}. */
+export function setState(
+  ref: SessionRef,
+  state: SessionState,
+  options: { latest?: string } = {},
+): void {
+  writeSessionFiles(ref, {
+    ...(options.latest !== undefined ? { "latest.md": options.latest } : {}),
+    state: `${state}\n`,
+    updated_at: nowSecs(),
+  });
 }
 
 /** Reads `state` (missing: idle). */

@@ -1,6 +1,7 @@
-/** The initial tree (tree_version 1): the frozen root, the built-in model, tools and the default agent. */
+/** The tree's shape by migration: the initial tree (v1: root, model, tools, default agent), tsh's config (v2). */
 import { CtxError, toCtxError } from "../abi/errno.ts";
 import { BUILTIN_TOOLS, toolEntry, toolPolicy } from "../tool/builtin.ts";
+import { parseTshConfig } from "../tool/config.ts";
 import { ensureDir, replaceFile, syncDir } from "./atomic.ts";
 
 /** The root entries of every generation, in `ls` order of the spec; nothing else may sit at the root. */
@@ -247,4 +248,38 @@ export function buildInitialTree(dir: string, ctx: TreeContext): void {
   makeAgentHome(dir, name, id);
   syncDir(`${dir}/agent`);
   syncDir(dir);
+}
+
+/** `tool/tsh.d/config` as migration 2 writes it: the defaults of spec-digest 6.3, as data. */
+export const TSH_CONFIG =
+  "# tsh load/pin bounds (spec/tool-policy.md); CTX_TOOL_CACHE overrides cache_capacity\n" +
+  "cache_capacity=32\nmax_loaded_tools=64\nwindow_percent=1\n";
+
+/**
+ * Adds `tool/tsh.d/config` (migration 2, `tsh-config`). A config already present is the operator's
+ * and is kept when it parses; a malformed one fails the migration (EINVAL), so the update leaves
+ * `current` untouched rather than guessing.
+ */
+export function addTshConfig(dir: string, _ctx: TreeContext): void {
+  const path = `${dir}/tool/tsh.d/config`;
+  let text: string | undefined;
+  try {
+    text = Deno.readTextFileSync(path);
+  } catch (e) {
+    if (!(e instanceof Deno.errors.NotFound)) throw toCtxError(e, path);
+  }
+  if (text !== undefined) {
+    try {
+      parseTshConfig(text);
+    } catch (e) {
+      throw new CtxError(
+        "EINVAL",
+        `tsh-config keeps an existing config only when it is valid: ${toCtxError(e).message}`,
+        { path: "tool/tsh.d/config" },
+      );
+    }
+    return;
+  }
+  makeDir(`${dir}/tool/tsh.d`);
+  writeAll(`${dir}/tool/tsh.d`, { config: TSH_CONFIG });
 }

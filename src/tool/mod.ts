@@ -1,5 +1,5 @@
 /** The public face of src/tool: runTsh (sandboxed tsh), tool lookup, the built-ins as data. */
-export { type RunOptions, runTsh, SANDBOX_DENO, SANDBOX_TSH } from "./run.ts";
+export { type Prepared, type RunOptions, runTsh, SANDBOX_DENO, SANDBOX_TSH } from "./run.ts";
 export type { ToolResult } from "./result.ts";
 export {
   ctxPathFor,

@@ -2,6 +2,7 @@
 import { CtxError, toCtxError } from "../abi/errno.ts";
 import { authorize, networkAllowed } from "../policy/authorize.ts";
 import { checkMounts } from "../policy/mount.ts";
+import type { Letter } from "../policy/perm.ts";
 import { agentEnv } from "../sandbox/env.ts";
 import { launch } from "../sandbox/launch.ts";
 import { requireSandbox } from "../sandbox/doctor.ts";
@@ -44,6 +45,24 @@ export interface RunOptions {
    * 1..1024, winning over `tool/tsh.d/config`. Given to tsh as `--cache`, never as a variable.
    */
   toolCache?: string;
+  /**
+   * Asked once per tool run after every check has passed (authority, the nofollow executable
+   * check, mount policy, the view plan) and before anything spawns; only `true` runs the tool.
+   * The runtime passes its approval step here (approval=ask). Built-ins of tsh are never asked.
+   */
+  approve?: (prepared: Prepared) => Promise<boolean>;
+}
+
+/** A tool run that passed every check and waits only for its approval and spawn. */
+export interface Prepared {
+  /** The tool name as typed (`args[0]`). */
+  tool: string;
+  /** The full tsh argv. */
+  args: string[];
+  /** The executable's view path (`/ctx/tool/fs.read`) that authorize() opened without following. */
+  path: string;
+  /** The perm letter the run consumes. */
+  letter: Letter;
 }
 
 const TSH_BUILTINS = [
@@ -83,9 +102,12 @@ export async function runTsh(args: string[], options: RunOptions): Promise<ToolR
     const root = Deno.realPathSync(options.root);
     // Every control parsed fresh by the one loader (src/store/agent.ts), aliases resolved.
     const agent = loadAgent(root, options.agent);
+    let prepared: Prepared | undefined;
     if (args.length && !TSH_BUILTINS.includes(args[0])) {
-      const v = authorize({ agent: agent.name, tool: args[0], root, uid: options.uid });
+      // authorize() includes the executable's nofollow open and inode identity check.
+      const v = authorize({ agent: agent.name, tool: args[0], root, uid: options.uid }, { agent });
       if (!v.allow) return failed(name, new CtxError(v.errno, v.reason));
+      prepared = { tool: args[0], args: [...args], path: v.tool.path, letter: v.tool.letter };
     }
     const cache = toolCache(options.toolCache);
     // The view's binds: policy must grant each (checkMounts), and the sandbox must be able to
@@ -118,6 +140,11 @@ export async function runTsh(args: string[], options: RunOptions): Promise<ToolR
       uid: options.uid,
       ctxPath: agent.path,
     });
+    // Every check above has passed: only now may a human be asked, and only a yes spawns.
+    if (prepared && options.approve && !await options.approve(prepared)) {
+      throw new CtxError("EACCES", `approval for ${prepared.tool} was not granted (fail closed)`);
+    }
+    if (options.signal?.aborted) throw new CtxError("ECANCELED", "run cancelled before spawn");
     const res = await launch({
       ctx: root,
       workspace: plan.workspace,

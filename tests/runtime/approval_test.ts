@@ -1,5 +1,6 @@
 /** Rules 5 and 6: approval=ask answered on the same connection (fail closed), and cancellation. */
-import { assert, assertEquals } from "../assert.ts";
+import { assert, assertEquals, assertMatch } from "../assert.ts";
+import { replaceFile } from "../../src/store/atomic.ts";
 import {
   addTestAgent,
   cleanup,
@@ -205,5 +206,101 @@ Deno.test("cancel records the cancellation, kills the agent's process group, rec
   } finally {
     await d.stop();
     await cleanup(f);
+  }
+});
+
+/** One run of `input` from a raw client that never answers an approval_request. */
+async function unanswered(f: Fixture, input: string): Promise<F[]> {
+  const c = await Raw.connect(`${f.root}/agent/t.sock`);
+  try {
+    c.write({ op: "send", id: crypto.randomUUID(), input });
+    return await c.run();
+  } finally {
+    c.close();
+  }
+}
+
+function toolPart(frames: F[]): F {
+  const tool = frames.find((x) => x.type === "message" && x.role === "tool")!;
+  return (tool.content as F[])[0];
+}
+
+Deno.test("approval=ask: a call refused by any check (symlinked executable, unusable view) never reaches an approval_request", async () => {
+  const f = await makeTree();
+  addTestAgent(f, "t", { approval: "ask" });
+  // A long approval timeout: a wrongly emitted request would stall the run, not pass quietly.
+  const d = await startDaemon(f, { approvalTimeoutMs: 30_000 });
+  try {
+    // The executable is a symlink to a regular copy of itself: the nofollow check refuses it.
+    const real = `${f.tmp}/fs.stat.real`;
+    Deno.renameSync(`${f.root}/tool/fs.stat`, real);
+    Deno.symlinkSync(real, `${f.root}/tool/fs.stat`);
+    const linked = await unanswered(f, "call fs.stat /workspace");
+    assertEquals(linked.map((x) => x.type), ["start", "tool_call", "message", "message", "done"]);
+    const part = toolPart(linked);
+    assertEquals([part.status, part.errno], ["error", "EACCES"]);
+    assertMatch(String(part.content), /symlink/);
+    Deno.removeSync(`${f.root}/tool/fs.stat`);
+    Deno.renameSync(real, `${f.root}/tool/fs.stat`);
+
+    // Authority passes but the view cannot be built (the start dir is missing in /workspace):
+    // that check also comes before the approval, so nobody is asked about a call that cannot run.
+    replaceFile(`${f.root}/agent/t.d/cwd`, "/workspace/absent\n");
+    const view = await unanswered(f, "call fs.stat /workspace");
+    assertEquals(view.map((x) => x.type), ["start", "tool_call", "message", "message", "done"]);
+    assertEquals([toolPart(view).status, toolPart(view).errno], ["error", "ENOENT"]);
+
+    const ev = history(f, "t").events;
+    assertEquals(ev.filter((x) => String(x.type).startsWith("approval")), []);
+  } finally {
+    await d.stop();
+    await cleanup(f);
+  }
+});
+
+Deno.test("approval=ask: a valid call emits exactly one approval_request and runs only on allow_once", async () => {
+  const f = await makeTree();
+  addTestAgent(f, "t", { approval: "ask" });
+  const d = await startDaemon(f);
+  const ws = await Deno.makeTempDir({ prefix: "ctx-ws-" });
+  try {
+    const send = (approve: string[]) =>
+      ctx(f, ["agent", "send", "t", ...approve, "--json", "call fs.write /workspace/marker yes"], {
+        cwd: ws,
+      });
+    const seen = (out: string) => {
+      const fs = out.trim().split("\n").map((l) => JSON.parse(l)) as F[];
+      return {
+        requests: fs.filter((x) => x.type === "approval_request").map((x) => x.name),
+        decisions: fs.filter((x) => x.type === "approval_result").map((x) => x.decision),
+        errno: toolPart(fs).errno ?? null,
+        marker: (() => {
+          try {
+            return Deno.readTextFileSync(`${ws}/marker`);
+          } catch {
+            return null;
+          }
+        })(),
+      };
+    };
+    // ctx answers deny for every tool it was not told to approve: nothing is written.
+    assertEquals(seen((await send([])).stdout), {
+      requests: ["fs.write"],
+      decisions: ["deny"],
+      errno: "EACCES",
+      marker: null,
+    });
+    assertEquals(seen((await send(["--approve", "fs.read"])).stdout).marker, null);
+    // allow_once for fs.write: the same call now runs, in the client's workspace.
+    assertEquals(seen((await send(["--approve", "fs.write"])).stdout), {
+      requests: ["fs.write"],
+      decisions: ["allow_once"],
+      errno: null,
+      marker: "yes",
+    });
+  } finally {
+    await d.stop();
+    await cleanup(f);
+    await Deno.remove(ws, { recursive: true }).catch(() => {});
   }
 });

@@ -16,9 +16,20 @@ const rt = await startRuntime({
   root,
   run,
   approvalTimeoutMs: timeout ? Number(timeout) : undefined,
+  // As cortexfsd does: the daemon's own CTX_TOOL_CACHE reaches runTsh as an option.
+  toolCache: Deno.env.get("CTX_TOOL_CACHE"),
+}).catch((e) => {
+  console.error(`daemon: ${e}`);
+  Deno.exit(2);
 });
 console.log(
-  JSON.stringify({ ready: true, pid: Deno.pid, agents: rt.agents(), recovered: rt.recovered }),
+  JSON.stringify({
+    ready: true,
+    pid: Deno.pid,
+    agents: rt.agents(),
+    recovered: rt.recovered,
+    reaped: rt.reaped,
+  }),
 );
 const stop = async () => {
   await rt.close();

@@ -53,7 +53,11 @@ export function addTestAgent(
 /** A daemon child process running tests/runtime/daemon.ts. */
 export interface Daemon {
   child: Deno.ChildProcess;
-  ready: { agents: string[]; recovered: string[] };
+  ready: {
+    agents: string[];
+    recovered: string[];
+    reaped: { stopped: number[]; stale: string[] };
+  };
   /** SIGTERM and wait. */
   stop(): Promise<void>;
   /** SIGKILL and wait (a crash). */
@@ -63,7 +67,7 @@ export interface Daemon {
 /** Starts the daemon with secrets in its environment and waits for its ready line. */
 export async function startDaemon(
   f: Fixture,
-  options: { approvalTimeoutMs?: number } = {},
+  options: { approvalTimeoutMs?: number; env?: Record<string, string> } = {},
 ): Promise<Daemon> {
   const args = ["run", "-A", `${HERE}daemon.ts`, "--root", f.root, "--run", f.run];
   if (options.approvalTimeoutMs) args.push("--approval-timeout", String(options.approvalTimeoutMs));
@@ -75,6 +79,7 @@ export async function startDaemon(
       HOME: Deno.env.get("HOME") ?? "/root",
       NO_COLOR: "1",
       ...DAEMON_SECRETS,
+      ...options.env,
     },
     stdout: "piped",
     stderr: "inherit",
@@ -115,10 +120,12 @@ export interface Output {
 export async function ctx(
   f: Fixture,
   args: string[],
-  options: { stdin?: string } = {},
+  options: { stdin?: string; cwd?: string } = {},
 ): Promise<Output> {
   const child = new Deno.Command(DENO, {
-    args: ["run", "-A", `${HERE}ctx.ts`, "--root", f.root, ...args],
+    args: ["run", "-A", `--config=${REPO}/deno.json`, `${HERE}ctx.ts`, "--root", f.root, ...args],
+    // The client's cwd is the workspace the daemon binds (read from /proc, never from a frame).
+    cwd: options.cwd,
     clearEnv: true,
     env: {
       PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin",

@@ -23,7 +23,7 @@ Deno.test("tool/tsh.d/config bounds load/pin, CTX_TOOL_CACHE overrides it; evict
   const f = await fixture();
   try {
     const o = { root: f.root, agent: "coder", uid: 0, workspace: f.ws };
-    Deno.mkdirSync(`${f.root}/tool/tsh.d`);
+    // The tree already has the file (migration 2 tsh-config); the operator tightens it.
     Deno.writeTextFileSync(`${f.root}/tool/tsh.d/config`, "# small\ncache_capacity=2\n");
     f.set("tools", "fs.read\n"); // the static direct-native set
     const controls = () => ({

@@ -1,0 +1,163 @@
+/** Receipts of live agent process groups under the run dir; at start the runtime stops the groups a killed daemon left. */
+import { toCtxError } from "../abi/errno.ts";
+import { bootId, procState, startTime, startTimeAsync } from "../sandbox/receipt.ts";
+import { ensureDir, tempPath } from "../store/atomic.ts";
+import { GRACE_MS } from "./proc.ts";
+
+/** Schema tag of a group receipt file. */
+export const GROUP_SCHEMA = "cortexfs.agent-group/v1";
+
+/** One live agent process group, as recorded right after its spawn. */
+export interface GroupReceipt {
+  schema: typeof GROUP_SCHEMA;
+  /** The group leader (`setsid` execs the agent in place, so pid == pgid). */
+  pid: number;
+  pgid: number;
+  /** Field 22 of `/proc/<pid>/stat`: tells this process from a later one with the same pid. */
+  start: string;
+  /** `/proc/sys/kernel/random/boot_id`: a receipt of an earlier boot proves nothing. */
+  boot: string;
+  /** What the group was doing (diagnostics only; never used to decide). */
+  run: string;
+  agent: string;
+  step: number;
+}
+
+/** What {@link reapGroups} did with each receipt it found. */
+export interface Reaped {
+  /** Process groups that still matched their receipt and were stopped. */
+  stopped: number[];
+  /** Receipts dropped without a signal: process gone, pid reused, other boot, or unreadable. */
+  stale: string[];
+}
+
+let boot: string | undefined;
+
+/** The boot id, read once (it cannot change while this process lives). */
+function thisBoot(): string {
+  return boot ??= bootId();
+}
+
+/** The receipts directory of a runtime: `<run>/groups`. */
+export function groupsDir(run: string): string {
+  return `${run}/groups`;
+}
+
+/**
+ * Records a freshly spawned group atomically (temp + rename) as `<dir>/<pgid>.json`, before the
+ * agent gets its envelope. Returns the receipt path for {@link dropGroup}, or undefined when the
+ * leader is already gone (and reaped): there is then no process to prove anything about.
+ */
+export async function recordGroup(
+  dir: string,
+  pid: number,
+  facts: { run: string; agent: string; step: number },
+): Promise<string | undefined> {
+  let start: string;
+  try {
+    start = await startTimeAsync(pid);
+  } catch {
+    return undefined;
+  }
+  const receipt: GroupReceipt = {
+    schema: GROUP_SCHEMA,
+    pid,
+    pgid: pid,
+    start,
+    boot: thisBoot(),
+    ...facts,
+  };
+  const path = `${dir}/${pid}.json`;
+  // Atomic (temp + rename) but not fsynced: a receipt only means something on this boot (its boot
+  // id says so), and a killed daemon's writes are in the page cache all the same; an fsync here
+  // would cost every step a journal commit for nothing.
+  const tmp = tempPath(path);
+  try {
+    Deno.writeTextFileSync(tmp, JSON.stringify(receipt) + "\n", { mode: 0o600, createNew: true });
+    Deno.renameSync(tmp, path);
+  } catch (e) {
+    dropGroup(tmp);
+    throw toCtxError(e, path);
+  }
+  return path;
+}
+
+/** Removes a receipt once its group is gone (missing is fine: nothing to forget). */
+export function dropGroup(path: string): void {
+  try {
+    Deno.removeSync(path);
+  } catch { /* already gone */ }
+}
+
+function parse(text: string): GroupReceipt | undefined {
+  try {
+    const r = JSON.parse(text);
+    const ok = r?.schema === GROUP_SCHEMA && Number.isInteger(r.pid) && r.pid > 1 &&
+      r.pgid === r.pid && typeof r.start === "string" && /^\d+$/.test(r.start) &&
+      typeof r.boot === "string";
+    return ok ? r : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** True when the receipt's leader still runs (not a zombie) with the same start time on this boot. */
+function matches(r: GroupReceipt): boolean {
+  try {
+    return r.boot === thisBoot() && startTime(r.pid) === r.start &&
+      !"ZX".includes(procState(r.pid));
+  } catch {
+    return false; // no /proc entry: the leader is gone
+  }
+}
+
+function signalGroup(pgid: number, sig: Deno.Signal): void {
+  try {
+    Deno.kill(-pgid, sig);
+  } catch { /* ESRCH: the group is gone */ }
+}
+
+/**
+ * Stops every group whose receipt in `dir` still matches a live leader (same boot, same start
+ * time): SIGTERM to the group, SIGKILL after the grace. A receipt whose pid is gone or now names
+ * another process (different start time or boot) kills nothing. Every receipt is removed.
+ */
+export async function reapGroups(
+  dir: string,
+  options: { graceMs?: number } = {},
+): Promise<Reaped> {
+  ensureDir(dir, 0o700);
+  const out: Reaped = { stopped: [], stale: [] };
+  const live: { r: GroupReceipt; path: string }[] = [];
+  for (const e of Deno.readDirSync(dir)) {
+    if (!e.isFile || !e.name.endsWith(".json")) continue;
+    const path = `${dir}/${e.name}`;
+    let r: GroupReceipt | undefined;
+    try {
+      r = parse(Deno.readTextFileSync(path));
+    } catch (err) {
+      throw toCtxError(err, path);
+    }
+    if (r && matches(r)) live.push({ r, path });
+    else {
+      out.stale.push(e.name);
+      dropGroup(path);
+    }
+  }
+  for (const { r } of live) signalGroup(r.pgid, "SIGTERM");
+  const deadline = Date.now() + (options.graceMs ?? GRACE_MS);
+  while (live.some(({ r }) => matches(r)) && Date.now() < deadline) {
+    await new Promise((res) => setTimeout(res, 10));
+  }
+  for (const { r, path } of live) {
+    // Members that outlived the leader (or ignored SIGTERM) get SIGKILL either way. The leader
+    // matched its receipt a grace period ago, and Linux hands out pids cyclically, so the group
+    // id cannot name a new group yet (as in stopGroup).
+    signalGroup(r.pgid, "SIGKILL");
+    out.stopped.push(r.pgid);
+    dropGroup(path);
+  }
+  out.stopped.sort((a, b) => a - b);
+  out.stale.sort();
+  return out;
+}

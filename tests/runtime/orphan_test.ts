@@ -1,0 +1,149 @@
+/** Agent process groups a `kill -9`ed daemon left behind are stopped at the next start, and only those. */
+import { assert, assertEquals } from "../assert.ts";
+import { GROUP_SCHEMA, groupsDir } from "../../src/runtime/groups.ts";
+import { bootId, startTime } from "../../src/sandbox/receipt.ts";
+import { addTestAgent, cleanup, type Fixture, makeTree, Raw, startDaemon } from "./helpers.ts";
+
+function alive(pid: number): boolean {
+  try {
+    const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
+    return !stat.slice(stat.lastIndexOf(")") + 2).startsWith("Z");
+  } catch {
+    return false;
+  }
+}
+
+function receipts(f: Fixture): string[] {
+  return [...Deno.readDirSync(groupsDir(f.run))].map((e) => e.name).sort();
+}
+
+async function waitFor(pred: () => boolean): Promise<void> {
+  for (let i = 0; i < 300 && !pred(); i++) await new Promise((r) => setTimeout(r, 10));
+}
+
+/** Reads a pid the test agent wrote (it writes them right after its first delta). */
+async function pidFile(path: string): Promise<number> {
+  await waitFor(() => {
+    try {
+      return Deno.readTextFileSync(path).trim() !== "";
+    } catch {
+      return false;
+    }
+  });
+  return Number(Deno.readTextFileSync(path));
+}
+
+Deno.test("after kill -9 of the daemon the restarted runtime stops the agent's orphaned group; a receipt of another process kills nothing", async () => {
+  const f = await makeTree();
+  addTestAgent(f, "t");
+  // An unrelated process in a group of its own, as a reused pid would be.
+  const bystander = new Deno.Command("setsid", { args: ["sleep", "60"], stdin: "null" }).spawn();
+  let d = await startDaemon(f);
+  try {
+    assertEquals(d.ready.reaped, { stopped: [], stale: [] });
+    // A finished step leaves no receipt behind.
+    const c0 = await Raw.connect(`${f.root}/agent/t.sock`);
+    c0.write({ op: "send", id: "quick", input: "echo hi" });
+    assertEquals((await c0.run()).at(-1)?.status, "ok");
+    c0.close();
+    assertEquals(receipts(f), []);
+
+    const c = await Raw.connect(`${f.root}/agent/t.sock`);
+    c.write({ op: "send", id: "long", input: "sleep" });
+    const run = String((await c.until((fs) => fs.some((x) => x.type === "delta")))[0].run);
+    const leader = await pidFile(`${f.logs}/${run}.leader`);
+    const child = await pidFile(`${f.logs}/${run}.child`);
+    // The live step is on record: leader pid, its group, /proc start time and this boot.
+    const rec = JSON.parse(Deno.readTextFileSync(`${groupsDir(f.run)}/${leader}.json`));
+    assertEquals(rec, {
+      schema: GROUP_SCHEMA,
+      pid: leader,
+      pgid: leader,
+      start: startTime(leader),
+      boot: bootId(),
+      run,
+      agent: "t",
+      step: 0,
+    });
+    await d.kill9();
+    c.close();
+    // Nothing stopped them: without the receipt they would run on as orphans.
+    assertEquals([alive(leader), alive(child)], [true, true]);
+
+    // Receipts that must kill nothing: the bystander with a start time that is not its own (a
+    // reused pid), and with its real start time but another boot's id.
+    const fake = (start: string, boot: string) =>
+      JSON.stringify({
+        schema: GROUP_SCHEMA,
+        pid: bystander.pid,
+        pgid: bystander.pid,
+        start,
+        boot,
+        run: "ctx-00000000000000000000000000000000",
+        agent: "t",
+        step: 0,
+      }) + "\n";
+    const real = startTime(bystander.pid);
+    Deno.writeTextFileSync(`${groupsDir(f.run)}/${bystander.pid}.json`, fake("1", bootId()));
+    Deno.writeTextFileSync(
+      `${groupsDir(f.run)}/99999999.json`,
+      fake(real, "00000000-0000-0000-0000-000000000000").replaceAll(
+        `${bystander.pid}`,
+        "99999999",
+      ),
+    );
+
+    d = await startDaemon(f);
+    assertEquals(d.ready.reaped, {
+      stopped: [leader],
+      stale: [`${bystander.pid}.json`, "99999999.json"].sort(),
+    });
+    await waitFor(() => !alive(leader) && !alive(child));
+    assertEquals([alive(leader), alive(child)], [false, false]);
+    assertEquals(alive(bystander.pid), true);
+    assertEquals(receipts(f), []);
+    // The interrupted run was closed, and the runtime serves the next request.
+    assertEquals(d.ready.recovered, [run]);
+    const c2 = await Raw.connect(`${f.root}/agent/t.sock`);
+    c2.write({ op: "send", id: "after", input: "echo again" });
+    assertEquals((await c2.run()).at(-1)?.status, "ok");
+    c2.close();
+  } finally {
+    await d.stop();
+    try {
+      bystander.kill("SIGKILL");
+    } catch { /* gone */ }
+    await bystander.status;
+    await cleanup(f);
+  }
+});
+
+Deno.test("a receipt whose pid is gone, or that does not parse, is dropped without a signal", async () => {
+  const f = await makeTree();
+  try {
+    Deno.mkdirSync(groupsDir(f.run), { recursive: true });
+    // A pid that exited: its receipt is stale.
+    const gone = new Deno.Command("true").spawn();
+    await gone.status;
+    Deno.writeTextFileSync(
+      `${groupsDir(f.run)}/${gone.pid}.json`,
+      JSON.stringify({
+        schema: GROUP_SCHEMA,
+        pid: gone.pid,
+        pgid: gone.pid,
+        start: "1",
+        boot: bootId(),
+        run: "x",
+        agent: "t",
+        step: 0,
+      }),
+    );
+    Deno.writeTextFileSync(`${groupsDir(f.run)}/junk.json`, "{not json");
+    const d = await startDaemon(f);
+    await d.stop();
+    assertEquals(d.ready.reaped, { stopped: [], stale: [`${gone.pid}.json`, "junk.json"].sort() });
+    assert(receipts(f).length === 0);
+  } finally {
+    await cleanup(f);
+  }
+});

@@ -1,0 +1,121 @@
+/** Migration 2 `tsh-config`: a real `ctx storage update` brings a tree_version 1 tree to 2. */
+import { assertEquals } from "../assert.ts";
+import { ctx } from "../ctx/run.ts";
+import { type Entry, names, snapshot } from "./snapshot.ts";
+import { readBootstrap } from "../../src/store/bootstrap.ts";
+import { update } from "../../src/store/generation.ts";
+import { checkRegistry, latestVersion, MIGRATIONS } from "../../src/store/migrate.ts";
+import { TSH_CONFIG } from "../../src/store/tree.ts";
+import { treeProblems } from "../../src/store/validate.ts";
+import { readTshConfig, TSH_DEFAULTS } from "../../src/tool/config.ts";
+
+/** A storage root whose current generation is at tree_version 1 (the v1 registry of old binaries). */
+async function v1Storage(): Promise<string> {
+  const s = await Deno.makeTempDir({ prefix: "ctx-mig-" });
+  update(s, { migrations: MIGRATIONS.slice(0, 1) });
+  assertEquals(readBootstrap(`${s}/current`).tree_version, 1);
+  return s;
+}
+
+/** A snapshot without what an upgrade is expected to touch (bootstrap, tool/tsh.d, dir mtimes). */
+function untouched(dir: string): Record<string, Entry> {
+  const out: Record<string, Entry> = {};
+  for (const [k, v] of Object.entries(snapshot(Deno.realPathSync(dir)))) {
+    if (k === "bin/cortexfs.bootstrap.json" || k.startsWith("tool/tsh.d")) continue;
+    out[k] = v.type === "dir" ? { ...v, mtime: 0 } : v;
+  }
+  return out;
+}
+
+Deno.test("the registry is 1 initial-tree, 2 tsh-config", () => {
+  checkRegistry(MIGRATIONS);
+  assertEquals(MIGRATIONS.map((m) => [m.version, m.id]), [[1, "initial-tree"], [2, "tsh-config"]]);
+  assertEquals(latestVersion(MIGRATIONS), 2);
+});
+
+Deno.test("storage update brings a tree_version 1 tree to 2: tool/tsh.d/config added, nothing else changed", async () => {
+  const s = await v1Storage();
+  try {
+    assertEquals(names(`${s}/current/tool`).includes("tsh.d"), false);
+    const before = untouched(`${s}/current`);
+    const r = await ctx(["storage", "update"], { env: { CORTEXFS_STORAGE: s } });
+    assertEquals(r, {
+      code: 0,
+      stdout: "created generation 2 (tree_version 1 -> 2)\napply 2 tsh-config\n" +
+        "switched current -> generations/2\n",
+      stderr: "",
+    });
+    const dir = Deno.realPathSync(`${s}/current`);
+    assertEquals(treeProblems(dir, { bootstrap: true, treeVersion: 2 }), []);
+    assertEquals(readBootstrap(dir).applied_migrations, [
+      { version: 1, id: "initial-tree" },
+      { version: 2, id: "tsh-config" },
+    ]);
+    const snap = snapshot(dir);
+    assertEquals(
+      {
+        dir: { ...snap["tool/tsh.d"], mtime: 0 },
+        config: { ...snap["tool/tsh.d/config"], mtime: 0 },
+      },
+      {
+        dir: { type: "dir", mode: 0o755, uid: Deno.uid(), gid: Deno.gid(), mtime: 0 },
+        config: {
+          type: "file",
+          mode: 0o644,
+          uid: Deno.uid(),
+          gid: Deno.gid(),
+          mtime: 0,
+          data: TSH_CONFIG,
+        },
+      },
+    );
+    // tsh's own parser reads exactly the documented defaults from it.
+    assertEquals(readTshConfig(dir), { ...TSH_DEFAULTS });
+    assertEquals(readTshConfig(dir), {
+      cache_capacity: 32,
+      max_loaded_tools: 64,
+      window_percent: 1,
+    });
+    assertEquals(untouched(dir), before);
+    assertEquals(Object.keys(before).length > 50, true); // a real tree was compared, not a link
+    // Running it again has nothing to do.
+    const again = await ctx(["storage", "update"], { env: { CORTEXFS_STORAGE: s } });
+    assertEquals(again.stdout, "up to date: tree_version 2 (current -> generations/2)\n");
+  } finally {
+    await Deno.remove(s, { recursive: true });
+  }
+});
+
+Deno.test("tsh-config keeps an operator's valid config; a malformed one fails the update and current stays", async () => {
+  const s = await v1Storage();
+  try {
+    // Operators may have made the file by hand before the migration existed.
+    Deno.mkdirSync(`${s}/current/tool/tsh.d`);
+    Deno.writeTextFileSync(`${s}/current/tool/tsh.d/config`, "cache_capacity=5\n");
+    assertEquals((await ctx(["storage", "update"], { env: { CORTEXFS_STORAGE: s } })).code, 0);
+    assertEquals(Deno.readTextFileSync(`${s}/current/tool/tsh.d/config`), "cache_capacity=5\n");
+    assertEquals(readBootstrap(`${s}/current`).tree_version, 2);
+
+    const t = await v1Storage();
+    try {
+      Deno.mkdirSync(`${t}/current/tool/tsh.d`);
+      Deno.writeTextFileSync(`${t}/current/tool/tsh.d/config`, "cache_capacity=lots\n");
+      const before = snapshot(`${t}/generations/1`);
+      const r = await ctx(["storage", "update"], { env: { CORTEXFS_STORAGE: t } });
+      assertEquals(r, {
+        code: 2,
+        stdout: "",
+        stderr: "ctx: EINVAL: tool/tsh.d/config: migration 2 (tsh-config) failed: tsh-config " +
+          'keeps an existing config only when it is valid: "tool/tsh.d/config": line 1: ' +
+          'cache_capacity="lots" is not an integer 1..1024\n',
+      });
+      assertEquals(Deno.readLinkSync(`${t}/current`), "generations/1");
+      assertEquals(names(`${t}/generations`), ["1"]);
+      assertEquals(snapshot(`${t}/generations/1`), before);
+    } finally {
+      await Deno.remove(t, { recursive: true });
+    }
+  } finally {
+    await Deno.remove(s, { recursive: true });
+  }
+});
