@@ -1,4 +1,5 @@
 /** Whole-tree validation of a generation: the frozen root, object pairs, every control's format. */
+import { parseTshConfig } from "../abi/tshconfig.ts";
 import { CtxError } from "../abi/errno.ts";
 import { checkName } from "../abi/names.ts";
 import { AGENT_CONTROLS, MODEL_CONTROLS, TOOL_CONTROLS } from "../abi/controls.ts";
@@ -69,6 +70,11 @@ export function treeProblems(dir: string, options: ValidateOptions = {}): CtxErr
     const names = new Set(list.map((e) => e.name));
     for (const e of list) {
       const path = `${rel}/${e.name}`;
+      if (kind === "tool" && e.name === "tsh.d") {
+        // tsh is the routing shell, not a tool object: its .d holds only its cache config.
+        tshControls(path);
+        continue;
+      }
       if (e.name.endsWith(".d")) {
         // A control dir without its entry is an interrupted creation: not an object yet.
         if (!names.has(e.name.slice(0, -2))) continue;
@@ -84,6 +90,14 @@ export function treeProblems(dir: string, options: ValidateOptions = {}): CtxErr
       if (e.isSymlink) continue; // an alias; its target is checked where it lives
       if (!e.isFile) bad(path, "an object entry must be a regular file");
       else if (!names.has(`${e.name}.d`)) bad(path, `object has no control directory ${path}.d`);
+    }
+  };
+
+  const tshControls = (rel: string) => {
+    for (const e of entries(`${dir}/${rel}`)) {
+      const path = `${rel}/${e.name}`;
+      if (e.name !== "config" || !e.isFile) bad(path, "tool/tsh.d holds only the file config");
+      else guard(path, () => parseTshConfig(Deno.readTextFileSync(`${dir}/${path}`)));
     }
   };
 

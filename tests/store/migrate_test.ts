@@ -119,3 +119,20 @@ Deno.test("tsh-config keeps an operator's valid config; a malformed one fails th
     await Deno.remove(s, { recursive: true });
   }
 });
+
+Deno.test("tree validation checks tool/tsh.d/config: a malformed config or a stray file is a problem", async () => {
+  const s = await Deno.makeTempDir({ prefix: "ctx-mig-" });
+  try {
+    update(s);
+    const cur = Deno.realPathSync(`${s}/current`);
+    assertEquals(treeProblems(cur), []);
+    Deno.writeTextFileSync(`${cur}/tool/tsh.d/config`, "cache_capacity=0\n");
+    Deno.writeTextFileSync(`${cur}/tool/tsh.d/extra`, "x\n");
+    assertEquals(treeProblems(cur).map((e) => [e.errno, e.path]), [
+      ["EINVAL", "tool/tsh.d/config"],
+      ["EINVAL", "tool/tsh.d/extra"],
+    ]);
+  } finally {
+    await Deno.remove(s, { recursive: true });
+  }
+});
