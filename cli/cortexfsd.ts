@@ -43,7 +43,16 @@ async function main(flags: Flags): Promise<number> {
   // The mount keeps the generation current names now for its whole life (rolling upgrades).
   const root = currentGeneration(storage);
   const generation = currentName(storage) ?? "";
+  // Agents created or removed through the mount get (or lose) their socket at once: the mount
+  // calls back here, no watcher. Until the runtime is up, its own startup scan finds them.
+  let runtime: {
+    close(): Promise<void>;
+    serve(n: string): Promise<string>;
+    unserve(n: string): Promise<void>;
+  } | null = null;
   const handle = startMount({
+    onAgent: (name) => runtime?.serve(name),
+    onAgentGone: (name) => runtime?.unserve(name),
     root,
     storage,
     generation,
@@ -60,7 +69,6 @@ async function main(flags: Flags): Promise<number> {
   // The socket runtime works on the backing generation, never through the mount: a synchronous
   // call into our own mount would deadlock this thread (platform-notes). Started after the mount,
   // closed before unmount.
-  let runtime: { close(): Promise<void> } | null = null;
   try {
     const { startRuntime } = await import("../src/runtime/mod.ts");
     runtime = await startRuntime({ root, run });

@@ -1,6 +1,9 @@
 /** The one bridge from the mount to the storage tree's control rules (src/store/control.ts). */
 import { controlSpec } from "../abi/controls.ts";
+import { CtxError, toCtxError } from "../abi/errno.ts";
 import { parseOwner } from "../abi/identity.ts";
+import { isName } from "../abi/names.ts";
+import { replaceFile } from "../store/atomic.ts";
 import { checkControl, classify, type ControlRef, writeControl } from "../store/control.ts";
 
 export { checkControl, writeControl };
@@ -27,9 +30,121 @@ export function objectOwner(root: string, abiPath: string): number {
   if (ref.kind !== "agent") return 0;
   try {
     return parseOwner(Deno.readTextFileSync(`${root}/${dirOf(ref)}/owner`));
-  } catch {
-    return 0; // missing or broken: only root may change the agent
+  } catch (e) {
+    // Before `owner` exists (an agent being created through the mount) the control directory
+    // belongs to whoever made it; a broken owner file leaves the agent to root alone.
+    if (!(e instanceof Deno.errors.NotFound)) return 0;
+    try {
+      return Deno.lstatSync(`${root}/${dirOf(ref)}`).uid ?? 0;
+    } catch {
+      return 0;
+    }
   }
+}
+
+/** True when `agent/<name>` (the entry written last by a creation) is absent: the agent is still being made. */
+export function creating(root: string, name: string): boolean {
+  try {
+    Deno.lstatSync(`${root}/agent/${name}`);
+    return false;
+  } catch {
+    return true;
+  }
+}
+
+/**
+ * The label `ctx agent new` gives (store/agent_new.ts `NEW_AGENT_LABEL`; a test keeps them equal).
+ * Not imported: agent_new.ts pulls in the initial tree and with it src/tool, which fuse must not.
+ */
+export const NEW_AGENT_LABEL = "user_u:agent_r:agent_t:s0";
+
+/** The values a creator who is not root must give the identity controls and projections. */
+function creationRule(control: string, who: { uid: number; gid: number }): string | null {
+  switch (control) {
+    case "owner":
+    case "uid":
+      return `${who.uid}\n`;
+    case "gid":
+      return `${who.gid}\n`;
+    case "groups":
+    case "pid":
+    case "log":
+      return "";
+    case "label":
+      return `${NEW_AGENT_LABEL}\n`;
+    case "status":
+      return "dead\n";
+  }
+  return null;
+}
+
+/**
+ * Commits a control written through the mount. An agent whose entry `agent/<n>` does not exist
+ * yet is being created (`ctx agent new` writes every control, then renames the entry into
+ * place): its first controls are written by the creator, who owns `agent/<n>.d/`. A creator that
+ * is not root gets exactly the identity `ctx agent new` gives (owner, uid, gid = its own; no extra
+ * groups; the default label) and the projections' initial values; everything else is validated
+ * as always. Once the entry exists, every write goes through {@link writeControl} unchanged.
+ */
+export function commitControl(
+  root: string,
+  abiPath: string,
+  bytes: Uint8Array,
+  options: { uid: number; gid: number },
+): void {
+  const ref = classify(abiPath);
+  if (
+    !ref || ref.kind !== "agent" || ref.base !== "agent" || !isName(ref.object) ||
+    !creating(root, ref.object)
+  ) {
+    return writeControl(root, abiPath, bytes, { uid: options.uid });
+  }
+  const owner = objectOwner(root, abiPath);
+  if (options.uid !== 0 && owner !== options.uid) {
+    throw new CtxError(
+      "EACCES",
+      `uid ${options.uid} is not the creator (${owner}) of agent "${ref.object}"`,
+      { path: abiPath },
+    );
+  }
+  let spec;
+  try {
+    spec = controlSpec("agent", ref.control);
+  } catch (e) {
+    throw toCtxError(e, abiPath);
+  }
+  const text = new TextDecoder().decode(bytes);
+  const rule = options.uid === 0 ? null : creationRule(ref.control, options);
+  if (rule !== null && text !== rule) {
+    throw new CtxError(
+      "EACCES",
+      `Cannot set "${ref.control}" of a new agent to ${JSON.stringify(text)}: uid ${options.uid} ` +
+        `may only give it ${JSON.stringify(rule)}`,
+      { path: abiPath },
+    );
+  }
+  if (spec.writable) return writeControl(root, abiPath, bytes);
+  // A projection (status, pid, log) gets its initial value once, while the agent is made.
+  const path = `${root}/${abiPath}`;
+  let exists = true;
+  try {
+    Deno.lstatSync(path);
+  } catch {
+    exists = false;
+  }
+  if (exists) {
+    throw new CtxError("EROFS", `"${ref.control}" is read-only (projected by the runtime)`, {
+      path: abiPath,
+    });
+  }
+  try {
+    spec.parse(text);
+  } catch (e) {
+    const err = toCtxError(e, abiPath);
+    throw new CtxError(err.errno, `Cannot set "${ref.control}": ${err.message}`, { path: abiPath });
+  }
+  const dir = Deno.lstatSync(`${root}/${dirOf(ref)}`);
+  replaceFile(path, bytes, { mode: 0o644, uid: dir.uid ?? 0, gid: dir.gid ?? 0 });
 }
 
 /** Whether a control path may be written: "control", "readonly" (EROFS) or "unknown" (EINVAL). */

@@ -12,6 +12,7 @@ export const ROOT_NAMES = ["status", "bin", "model", "agent", "tool", "home", "s
  * - `cdir`: a control directory (`agent/<n>.d`, `model/<p>/<m>.d`, `tool/<n>.d`);
  * - `control`: a name directly inside a control directory (a control, or an in-memory temp);
  * - `rw`: `home/...` and `shared/...`, ordinary read-write files in the backing tree;
+ * - `stage`: `agent/.<n>.tmp-…`, a new agent entry being written before its rename to `agent/<n>`;
  * - `none`: a name at the root outside the frozen list.
  */
 export type Kind =
@@ -23,6 +24,7 @@ export type Kind =
   | "cdir"
   | "control"
   | "rw"
+  | "stage"
   | "none";
 
 /** Classifies `path` (relative, no leading slash; "" is the root); `bins` are the launcher names. */
@@ -48,6 +50,7 @@ export function classify(path: string, bins: ReadonlySet<string>): Kind {
     case "tool":
       if (p.length === 2) {
         if (p[0] === "agent" && p[1].endsWith(".sock") && p[1].length > 5) return "sock";
+        if (p[0] === "agent" && stagedName(p[1]) !== null) return "stage";
         return p[1].endsWith(".d") ? "cdir" : "ro";
       }
       if (p.length === 3 && p[1].endsWith(".d")) return "control";
@@ -80,4 +83,13 @@ export function baseOf(path: string): string {
 export function isTempName(name: string): boolean {
   return /^sed[A-Za-z0-9]{6}$/.test(name) || (name.startsWith(".") && name.length > 1) ||
     name.endsWith("~");
+}
+
+/**
+ * The agent a staged entry name belongs to: `.<n>.tmp-<pid>-<hex>[-<attempt>]` (the temp name
+ * src/store/atomic.ts gives `agent/<n>`) names `<n>`; anything else is null.
+ */
+export function stagedName(name: string): string | null {
+  const m = name.match(/^\.(.+)\.tmp-[0-9]+-[0-9a-f]+(?:-[0-9]+)?$/);
+  return m ? m[1] : null;
 }

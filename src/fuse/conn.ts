@@ -62,6 +62,23 @@ export interface ConnOptions {
 }
 
 const dec = new TextDecoder();
+const NO_ARG: Record<string, number> = Object.freeze({});
+const NO_NAMES: string[] = Object.freeze([]) as unknown as string[];
+const NO_DATA = new Uint8Array(0);
+
+/** A name from the request buffer: short ASCII names (nearly all) without the TextDecoder call. */
+function text(buf: Uint8Array, start: number, end: number): string {
+  if (end - start <= 32) {
+    let s = "";
+    for (let i = start; i < end; i++) {
+      const c = buf[i];
+      if (c >= 0x80) return dec.decode(buf.subarray(start, end));
+      s += String.fromCharCode(c);
+    }
+    return s;
+  }
+  return dec.decode(buf.subarray(start, end));
+}
 
 /** Serves one FUSE session on an fd (already mounted) until unmount (ENODEV) or DESTROY. */
 export class Conn {
@@ -148,9 +165,9 @@ export class Conn {
       uid: h.uid,
       gid: h.gid,
       pid: h.pid,
-      arg: {},
-      names: [],
-      data: this.#buf.subarray(0, 0),
+      arg: NO_ARG,
+      names: NO_NAMES,
+      data: NO_DATA,
     };
     let at = IN_HEADER.size + h.total_extlen * 8;
     if (spec?.input) {
@@ -158,13 +175,18 @@ export class Conn {
       req.arg = decode(spec.input, view, at);
       at += spec.input.size;
     }
-    for (let i = 0; i < (spec?.names ?? 0); i++) {
-      const end = this.#buf.indexOf(0, at);
-      if (end < 0 || end >= n) return this.#short(req, name, n);
-      req.names.push(dec.decode(this.#buf.subarray(at, end)));
-      at = end + 1;
+    const count = spec?.names ?? 0;
+    if (count > 0) {
+      req.names = [];
+      for (let i = 0; i < count; i++) {
+        const end = this.#buf.indexOf(0, at);
+        if (end < 0 || end >= n) return this.#short(req, name, n);
+        req.names.push(text(this.#buf, at, end));
+        at = end + 1;
+      }
     }
-    req.data = this.#buf.subarray(at, n);
+    // A view costs an allocation: only requests that carry bytes get one.
+    if (at < n) req.data = this.#buf.subarray(at, n);
     if (this.#debug) {
       this.#log(
         `rx ${h.unique}: ${name} n${h.nodeid} uid=${h.uid} ${JSON.stringify(req.arg)} ${
@@ -269,7 +291,7 @@ export class Conn {
       len += answer.length;
     }
     encode(OUT_HEADER, this.#replyView, 0, { len, error, unique });
-    const r = libc.write(this.fd, this.#reply.subarray(0, len));
+    const r = libc.write(this.fd, this.#reply, len);
     if (this.#debug) this.#log(`tx ${unique}: ${error ? `error ${-error}` : `ok ${len - 16}B`}`);
     // ENOENT: the request was interrupted and is gone; nothing else to do for it.
     if (r < 0 && r !== -ERRNO.ENOENT && !this.#stopped) {

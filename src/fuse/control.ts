@@ -3,7 +3,11 @@ import { CtxError, ERRNO, toCtxError } from "../abi/errno.ts";
 import { MAX_CONTROL_BYTES } from "../abi/text.ts";
 
 /** Validates and atomically replaces one control (the store bridge's writeControl, bound to a root). */
-export type Commit = (abiPath: string, bytes: Uint8Array, options: { uid: number }) => void;
+export type Commit = (
+  abiPath: string,
+  bytes: Uint8Array,
+  options: { uid: number; gid: number },
+) => void;
 
 /** An in-memory temp file in a control directory (`sed -i`'s sedXXXXXX, `.window.tmp-…`). */
 export interface Temp {
@@ -63,6 +67,7 @@ export function resize(t: { data: Uint8Array; len: number }, size: number): numb
 export class ControlWriter {
   readonly path: string;
   readonly uid: number;
+  readonly gid: number;
   data: Uint8Array;
   len: number;
   /** Buffer differs from what is committed (a truncation or a write is pending). */
@@ -71,10 +76,17 @@ export class ControlWriter {
 
   constructor(
     path: string,
-    options: { uid: number; initial: Uint8Array; truncated: boolean; commit: Commit },
+    options: {
+      uid: number;
+      gid: number;
+      initial: Uint8Array;
+      truncated: boolean;
+      commit: Commit;
+    },
   ) {
     this.path = path;
     this.uid = options.uid;
+    this.gid = options.gid;
     this.data = new Uint8Array(Math.max(256, options.initial.length));
     this.data.set(options.initial);
     this.len = options.initial.length;
@@ -120,7 +132,7 @@ export class ControlWriter {
 
   #try(): number {
     try {
-      this.#commit(this.path, this.data.slice(0, this.len), { uid: this.uid });
+      this.#commit(this.path, this.data.slice(0, this.len), { uid: this.uid, gid: this.gid });
       this.dirty = false;
       return 0;
     } catch (e) {

@@ -12,6 +12,8 @@ export interface Node {
   lookups: number;
   /** Backing identity (inode number (home/ and shared/ are one backing file system)) when the file has several names. */
   key?: string;
+  /** What the file system derived from `path` (it checks the path still matches before use). */
+  memo?: { path: string };
 }
 
 /** Maps ids and paths both ways; the root is id 1 with path "". */
@@ -61,6 +63,12 @@ export class Nodes {
       n.key = key;
       this.#byKey.set(key, n);
     }
+    n.lookups++;
+    return n;
+  }
+
+  /** One more kernel reference to a node already found with {@link at} (LOOKUP of a known name). */
+  reref(n: Node): Node {
     n.lookups++;
     return n;
   }

@@ -1,6 +1,6 @@
 /** Starts the /ctx mount over one generation and serves it until unmount or stop. */
 import * as libc from "../sys/libc.ts";
-import { controlKind, objectOwner, writeControl } from "./bridge.ts";
+import { commitControl, controlKind, creating, objectOwner } from "./bridge.ts";
 import { Conn } from "./conn.ts";
 import { CtxFs } from "./ctxfs.ts";
 import { type Mounted, mountFuse, prepareMountpoint, unmountFuse } from "./mount.ts";
@@ -29,6 +29,13 @@ export interface MountServeOptions {
   fusermount?: boolean;
   /** Log lines (default: stderr). */
   log?: (line: string) => void;
+  /**
+   * Called when `agent/<name>` is renamed into place through the mount (the last step of
+   * `ctx agent new`); the rename's reply waits for it, so the creator sees the socket at once.
+   */
+  onAgent?: (name: string) => void | Promise<unknown>;
+  /** Called when `agent/<name>` is removed through the mount. */
+  onAgentGone?: (name: string) => void | Promise<unknown>;
 }
 
 /** A served mount. */
@@ -69,9 +76,12 @@ export function startMount(options: MountServeOptions): MountHandle {
         started,
         pid: Deno.pid,
       }),
-    commit: (abiPath, bytes, o) => writeControl(root, abiPath, bytes, o),
+    commit: (abiPath, bytes, o) => commitControl(root, abiPath, bytes, o),
     controlKind,
     owner: (abiPath) => objectOwner(root, abiPath),
+    creating: (name) => creating(root, name),
+    onAgent: options.onAgent,
+    onAgentGone: options.onAgentGone,
   });
   const mounted = mountFuse(options.mount, { fusermount: options.fusermount });
   const conn = new Conn(mounted.fd, fs, { debug: options.debug, log, waitMs: options.waitMs });

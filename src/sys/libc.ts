@@ -50,10 +50,13 @@ const lib = Deno.dlopen("libc.so.6", {
 
 const sym = lib.symbols;
 /**
- * Deno's FFI takes a number for a 64-bit parameter at run time (checked with pread offsets), while
- * its types ask for a bigint; passing the number avoids a BigInt allocation on every call.
+ * A 64-bit parameter as the bigint Deno's FFI types ask for. Passing a plain number also works at
+ * run time but takes FFI's slow path: measured at about 0.2 us more per call than `BigInt(n)`,
+ * which stays on V8's fast-call path (the allocation is cheaper than the fallback).
  */
-const n64 = (n: number) => n as unknown as bigint;
+const n64 = (n: number) => BigInt(n);
+/** Sizes used on every request, converted once. */
+const ONE = 1n;
 const errnoPtr = sym.__errno_location();
 // errno lives at a fixed address per thread; every synchronous call runs on this (the JS) thread.
 const errnoView = new Deno.UnsafePointerView(errnoPtr ?? Deno.UnsafePointer.create(0n)!);
@@ -63,11 +66,16 @@ export function errno(): number {
   return errnoView.getInt32(0);
 }
 
-/** A NUL-terminated copy of `s` for passing to libc. */
+const scratch = new Uint8Array(3 * 4096 + 1);
+/**
+ * A NUL-terminated copy of `s` for passing to libc, in a buffer of its own exact size: a view
+ * into a larger buffer leaves V8's fast-call path (measured about 0.3 us more per fstatat).
+ */
 export function cstr(s: string): Uint8Array {
-  const b = new Uint8Array(s.length * 3 + 1);
-  const { written } = enc.encodeInto(s, b);
-  return b.subarray(0, written + 1); // encodeInto leaves b[written] = 0
+  if (s.length > 4096) return enc.encode(s + "\0");
+  const { written } = enc.encodeInto(s, scratch);
+  scratch[written] = 0;
+  return scratch.slice(0, written + 1);
 }
 
 /** `r` when non-negative, else -errno: the one failure convention of this module. */
@@ -105,13 +113,20 @@ export function open(path: Uint8Array, flags: number, mode = 0): number {
 export function close(fd: number): number {
   return ret(sym.close(fd));
 }
+let lastLen = -1;
+let lastBig = 0n;
 /** read(2) into `buf`: bytes read or -errno. */
 export function read(fd: number, buf: Uint8Array): number {
-  return ret(sym.read(fd, buf, n64(buf.length)));
+  // the FUSE loop reads into the same 1 MiB buffer every time: convert its size once
+  if (buf.length !== lastLen) {
+    lastLen = buf.length;
+    lastBig = BigInt(lastLen);
+  }
+  return ret(sym.read(fd, buf, lastBig));
 }
-/** write(2) of `buf`: bytes written or -errno. */
-export function write(fd: number, buf: Uint8Array): number {
-  return ret(sym.write(fd, buf, n64(buf.length)));
+/** write(2) of `buf` (its first `len` bytes when given: no view to allocate): bytes written or -errno. */
+export function write(fd: number, buf: Uint8Array, len = buf.length): number {
+  return ret(sym.write(fd, buf, n64(len)));
 }
 /** pread(2) into `buf` at `offset`: bytes read or -errno. */
 export function pread(fd: number, buf: Uint8Array, offset: number): number {
@@ -131,7 +146,7 @@ export function pollIn(fd: number, timeoutMs = -1): Promise<number> {
   pollView.setInt16(6, 0, true);
   // errno is meaningless after a nonblocking call (another thread ran it): callers only look at
   // the result and then retry the read, which reports its own errno.
-  return sym.poll(pollBuf, n64(1), timeoutMs);
+  return sym.poll(pollBuf, ONE, timeoutMs);
 }
 
 const syncPollBuf = new Uint8Array(8);
@@ -144,7 +159,7 @@ export function pollInSync(fd: number, timeoutMs: number): number {
   syncPollView.setInt32(0, fd, true);
   syncPollView.setInt16(4, 1, true); // POLLIN
   syncPollView.setInt16(6, 0, true);
-  return ret(sym.poll_sync(syncPollBuf, n64(1), timeoutMs));
+  return ret(sym.poll_sync(syncPollBuf, ONE, timeoutMs));
 }
 
 /** A decoded `struct stat` (x86_64 layout, 144 bytes). */
@@ -217,8 +232,11 @@ function decodeStat(): Stat {
 
 /** lstat(2) (or stat(2) with `follow`): the stat (shared, valid until the next call) or -errno. */
 export function lstat(path: Uint8Array, options: { follow?: boolean } = {}): Stat | number {
-  const r = sym.fstatat(AT_FDCWD, path, statBuf, options.follow ? 0 : AT_SYMLINK_NOFOLLOW);
-  return r < 0 ? -errno() : decodeStat();
+  return statAt(AT_FDCWD, path, options.follow ? 0 : AT_SYMLINK_NOFOLLOW);
+}
+/** fstatat(2) with `flags`: the stat (shared, valid until the next call) or -errno. */
+export function statAt(dir: number, path: Uint8Array, flags: number): Stat | number {
+  return sym.fstatat(dir, path, statBuf, flags) < 0 ? -errno() : decodeStat();
 }
 /** fstat(2): the stat (shared, valid until the next call) or -errno. */
 export function fstat(fd: number): Stat | number {
