@@ -112,6 +112,11 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
       const l = listeners.get(name);
       listeners.delete(name);
       if (l) await unlisten(l);
+      // The definition is gone: so is its alias (a daemon that merely stops leaves it dangling,
+      // which clients read as "declared but down").
+      try {
+        Deno.removeSync(`${options.root}/agent/${name}.sock`);
+      } catch { /* never linked */ }
     },
     agents: () => [...listeners.keys()].sort(),
     async close() {

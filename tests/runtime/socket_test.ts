@@ -158,6 +158,18 @@ Deno.test("an agent created while the runtime runs is served at once through ser
     assertEquals(rt.agents(), ["coder", "late"]);
     const out = await ctx(f, ["agent", "send", "late", "hello", "late"]);
     assertEquals(out, { code: 0, stdout: "hello late\n", stderr: "" });
+    // Removing the definition stops the socket and drops its alias; the session stays.
+    await rt.unserve("late");
+    assertEquals(rt.agents(), ["coder"]);
+    const gone = (p: string) => {
+      try {
+        Deno.lstatSync(p);
+        return false;
+      } catch (e) {
+        return e instanceof Deno.errors.NotFound;
+      }
+    };
+    assertEquals([gone(path), gone(`${f.root}/agent/late.sock`)], [true, true]);
   } finally {
     await rt.close();
     await cleanup(f);
