@@ -37,6 +37,12 @@ export function cat(root: string, arg: string): Uint8Array {
   }
 }
 
+/** `status`, `bin/*`, object entries and socket aliases: projections no write reaches. */
+function readOnlyProjection(rel: string): boolean {
+  return rel === "status" || rel === "bin" || rel.startsWith("bin/") ||
+    /^(agent|tool)\/[^/]+$/.test(rel) || /^model\/[^/]+\/[^/]+$/.test(rel);
+}
+
 /**
  * `ctx set PATH VALUE`: validated atomic replace of one control. A one-value control gets its final
  * newline when VALUE lacks it; list controls take VALUE as given (`-` reads VALUE from stdin).
@@ -50,12 +56,14 @@ export async function set(
   const { AGENT_CONTROLS, MODEL_CONTROLS, TOOL_CONTROLS } = await import("../abi/controls.ts");
   const ref = classify(rel);
   if (!ref) {
+    // The same answer the mount gives for these paths: read-only projections are EROFS.
+    if (readOnlyProjection(rel)) {
+      throw new CtxError("EROFS", "read-only projection (not a control)", { path: rel });
+    }
     throw new CtxError(
       "EINVAL",
       "not a control file (ctx set writes agent, model and tool controls)",
-      {
-        path: rel,
-      },
+      { path: rel },
     );
   }
   const table = ref.kind === "agent"

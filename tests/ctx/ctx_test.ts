@@ -128,7 +128,10 @@ Deno.test("every rejected ctx set leaves the file byte-for-byte unchanged and sa
       ["agent/coder.d/nope", "1", 2, "EINVAL", /not a control/],
       ["agent/coder.d/status", "busy", 1, "EROFS", /read-only/],
       ["model/debug/echo.d/limit", "5", 1, "EROFS", /read-only/],
-      ["status", "x", 2, "EINVAL", /not a control file/],
+      ["status", "x", 1, "EROFS", /read-only projection/],
+      ["agent/coder", "x", 1, "EROFS", /read-only projection/],
+      ["bin/cortexfs.bootstrap.json", "{}", 1, "EROFS", /read-only projection/],
+      ["home/0/notes", "x", 2, "EINVAL", /not a control file/],
     ];
     for (const [path, value, code, errno, rule] of cases) {
       const file = `${root}/${path}`;
