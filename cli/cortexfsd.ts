@@ -4,6 +4,7 @@ import { CtxError, EXIT, exitCode, toCtxError } from "../src/abi/errno.ts";
 import { ensureDir } from "../src/store/atomic.ts";
 import { currentGeneration, currentName, update } from "../src/store/generation.ts";
 import { resolvePaths } from "../src/store/paths.ts";
+import { holdServing } from "../src/store/serving.ts";
 import { launchers, startMount } from "../src/fuse/mod.ts";
 import permissions from "../packaging/permissions.json" with { type: "json" };
 
@@ -43,6 +44,9 @@ async function main(flags: Flags): Promise<number> {
   // The mount keeps the generation current names now for its whole life (rolling upgrades).
   const root = currentGeneration(storage);
   const generation = currentName(storage) ?? "";
+  // Held for the process lifetime: `ctx storage update` refuses to migrate, and --prune to remove,
+  // a generation a running daemon serves. The kernel drops the lock however this process ends.
+  const serving = holdServing(storage, generation);
   // Agents created or removed through the mount get (or lose) their socket at once: the mount
   // calls back here, no watcher. Until the runtime is up, its own startup scan finds them.
   let runtime: {
@@ -93,6 +97,7 @@ async function main(flags: Flags): Promise<number> {
   const why = await handle.done;
   await closeRuntime(); // unmounted from outside: a clean end too
   await stopping;
+  serving.close();
   console.error(`cortexfsd: ${why}; exiting`);
   return EXIT.ok;
 }

@@ -11,6 +11,7 @@ import {
   pendingMigrations,
 } from "./migrate.ts";
 import { validateTree } from "./validate.ts";
+import { isServed, servingPath } from "./serving.ts";
 
 /** The stages of an update, in order (the test hook can stop the process in each). */
 export const STAGES = ["clone", "migrate", "validate", "bootstrap", "switch"] as const;
@@ -111,13 +112,26 @@ function listDir(dir: string): string[] {
   }
 }
 
-/** What prune removes: every generation but `keep`, half-built generations, stale `current` temps. */
+/**
+ * What prune removes: every generation but `keep` and those a running cortexfsd serves, half-built
+ * generations, stale `current` temps, and serving lock files of generations that are gone.
+ */
 function pruneList(storage: string, keep: string | null): string[] {
   const gens = listDir(`${storage}/generations`)
-    .filter((n) => (GEN_NAME.test(n) && n !== keep) || GEN_TEMP.test(n))
+    .filter((n) => (GEN_NAME.test(n) && n !== keep && !isServed(storage, n)) || GEN_TEMP.test(n))
     .map((n) => `generations/${n}`);
+  const kept = new Set(
+    listDir(`${storage}/generations`).filter((n) =>
+      GEN_NAME.test(n) && !gens.includes(`generations/${n}`)
+    ),
+  );
   const temps = listDir(storage).filter((n) => CURRENT_TEMP.test(n));
-  return [...gens, ...temps];
+  // A lock file outlives its generation only when nobody holds it.
+  const locks = listDir(storage).filter((n) => {
+    const g = /^\.serving-([1-9][0-9]{0,9})$/.exec(n)?.[1];
+    return g !== undefined && !kept.has(g) && !isServed(storage, g);
+  });
+  return [...gens, ...temps, ...locks];
 }
 
 function prune(storage: string, list: string[]): void {
@@ -208,6 +222,15 @@ function plan(
   if (options.dryRun) {
     if (options.prune) report.pruned = pruneList(storage, report.created ?? cur);
     return report;
+  }
+  if (report.needed && cur !== null && isServed(storage, cur)) {
+    // The daemon resolved current once at startup: writes it takes after our clone would be lost
+    // when it restarts on the new generation. Updates happen at the restart boundary.
+    throw new CtxError(
+      "EBUSY",
+      `a running cortexfsd serves generation ${cur}: stop it, update, then start it again`,
+      { path: `${storage}/current` },
+    );
   }
   if (report.needed) {
     build(storage, { curDir, next, from, pending, registry, options });

@@ -1,0 +1,31 @@
+/** `ctx storage update` against a running cortexfsd: updates wait for the restart boundary. */
+import { assertEquals, assertMatch } from "../assert.ts";
+import { cleanup, type Daemon, makeTree, startDaemon } from "../fuse/fixture.ts";
+import { ctx } from "../ctx/run.ts";
+
+Deno.test("storage update refuses (EBUSY) while cortexfsd serves current; after the stop it updates and prunes", async () => {
+  const tree = await makeTree();
+  let d: Daemon | null = null;
+  const env = { CORTEXFS_STORAGE: tree.storage, CORTEXFS_TEST_EXTRA_MIGRATION: "1" };
+  try {
+    d = await startDaemon(tree);
+    const busy = await ctx(["storage", "update", "--prune"], { env });
+    assertEquals(busy.code, 1);
+    assertMatch(busy.stderr, /^ctx: EBUSY: .*current: a running cortexfsd serves generation 1/);
+    assertEquals(Deno.readLinkSync(`${tree.storage}/current`), "generations/1");
+    assertEquals([...Deno.readDirSync(`${tree.storage}/generations`)].map((e) => e.name), ["1"]);
+    // Checks and dry runs only read: they still answer.
+    assertEquals((await ctx(["storage", "update", "--check"], { env })).code, 1);
+
+    assertEquals(await d.stop(), 0);
+    d = null;
+    const ok = await ctx(["storage", "update", "--prune"], { env });
+    assertEquals({ code: ok.code, stderr: ok.stderr }, { code: 0, stderr: "" });
+    assertEquals(Deno.readLinkSync(`${tree.storage}/current`), "generations/2");
+    const left = [...Deno.readDirSync(tree.storage)].map((e) => e.name).sort();
+    assertEquals(left.filter((n) => n.startsWith(".serving")), []);
+    assertEquals([...Deno.readDirSync(`${tree.storage}/generations`)].map((e) => e.name), ["2"]);
+  } finally {
+    await cleanup(d, tree);
+  }
+});
