@@ -1,7 +1,9 @@
 /**
  * FUSE benchmark: the /ctx mount (cortexfsd) against a C libfuse3 low-level reference and tmpfs, all
  * serving the same 10,000-file tree, measured in one run. Prints numbers and ratios.
- * Run: tools/deno run -A bench/fuse/main.ts [--rounds N]
+ * Run: tools/deno run -A bench/fuse/main.ts [--rounds N] [--no-pin] [--base CHECKOUT]
+ * `--base` also measures the cortexfsd of another checkout (say, the previous commit unpacked with
+ * `git archive`), interleaved with the others: before/after numbers from one run.
  */
 import { update } from "../../src/store/generation.ts";
 import { mountedType } from "../../src/fuse/mount.ts";
@@ -12,6 +14,7 @@ const rounds = Number(Deno.args[Deno.args.indexOf("--rounds") + 1] || 3) || 3;
 // Like platform-notes, every server and the client share one CPU (taskset -c 0): numbers on a
 // shared 2-core VM are otherwise dominated by cross-CPU wake-ups. `--no-pin` turns it off.
 const pin = !Deno.args.includes("--no-pin");
+const base = Deno.args.includes("--base") ? Deno.args[Deno.args.indexOf("--base") + 1] : null;
 const pinned = (cmd: string, args: string[]): [string, string[]] =>
   pin ? ["taskset", ["-c", "0", cmd, ...args]] : [cmd, args];
 const FILES = 10_000;
@@ -107,8 +110,10 @@ async function main() {
   const storage = `${work}/storage`,
     mnt = `${work}/mnt`,
     runDir = `${work}/run`,
-    refMnt = `${work}/ref`;
+    refMnt = `${work}/ref`,
+    baseMnt = `${work}/mnt-base`;
   await Deno.mkdir(mnt);
+  await Deno.mkdir(baseMnt);
   await Deno.mkdir(refMnt);
   update(storage, { uid: 0, gid: 0 });
   const backing = `${Deno.realPathSync(`${storage}/current`)}/home/0/bench`;
@@ -123,25 +128,31 @@ async function main() {
       const ref = new Deno.Command(rc, { args: ra, stdout: "null", stderr: "null" }).spawn();
       children.push(ref);
       await waitMounted(refMnt, ref);
-      const [oc, oa] = pinned(`${checkout}/tools/deno`, [
-        "run",
-        "-A",
-        `${checkout}/cli/cortexfsd.ts`,
-        "--storage",
-        storage,
-        "--mount",
-        mnt,
-        "--run",
-        runDir,
-        "--ttl",
-        String(ttl),
-      ]);
-      const ours = new Deno.Command(oc, { args: oa, stdout: "null", stderr: "null" }).spawn();
-      children.push(ours);
-      await waitMounted(mnt, ours);
+      const daemon = async (tree: string, at: string) => {
+        const [oc, oa] = pinned(`${checkout}/tools/deno`, [
+          "run",
+          "-A",
+          `${tree}/cli/cortexfsd.ts`,
+          "--storage",
+          storage,
+          "--mount",
+          at,
+          "--run",
+          runDir,
+          "--ttl",
+          String(ttl),
+        ]);
+        const c = new Deno.Command(oc, { args: oa, stdout: "null", stderr: "null" }).spawn();
+        children.push(c);
+        await waitMounted(at, c);
+        return c;
+      };
+      const ours = await daemon(checkout, mnt);
+      const before = base ? await daemon(base, baseMnt) : null;
       const targets = [
         { name: `C ref ttl=${ttl}`, dir: refMnt },
         { name: `cortexfsd ttl=${ttl}`, dir: `${mnt}/home/0/bench` },
+        ...(base ? [{ name: `base ttl=${ttl}`, dir: `${baseMnt}/home/0/bench` }] : []),
         ...(ttl === 0 ? [{ name: "tmpfs", dir: tmpfs }] : []),
       ];
       Object.assign(
@@ -150,8 +161,10 @@ async function main() {
       );
       await run("fusermount3", ["-u", refMnt]);
       await ref.status;
-      ours.kill("SIGTERM");
-      await ours.status;
+      for (const c of before ? [ours, before] : [ours]) {
+        c.kill("SIGTERM");
+        await c.status;
+      }
     }
   } finally {
     for (const c of children) {
@@ -159,7 +172,7 @@ async function main() {
         c.kill("SIGKILL");
       } catch { /* exited */ }
     }
-    for (const m of [mnt, refMnt]) {
+    for (const m of [mnt, refMnt, baseMnt]) {
       if (mountedType(m) !== null) await new Deno.Command("umount", { args: ["-l", m] }).output();
     }
     await Deno.remove(tmpfs, { recursive: true }).catch(() => {});
@@ -186,6 +199,14 @@ async function main() {
       }  read ${f(o.read / c.read)}` +
         `   | vs tmpfs  stat ${f(o.stat / t.stat)}  ls ${f(o.ls / t.ls)}`,
     );
+    const b = results[`base ttl=${ttl}`];
+    if (b) {
+      console.log(
+        `ttl=${ttl}: base vs C ref  stat ${f(b.stat / c.stat)}  ls ${f(b.ls / c.ls)}  write ${
+          f(b.write / c.write)
+        }  read ${f(b.read / c.read)}`,
+      );
+    }
   }
 }
 

@@ -364,6 +364,14 @@ export const GETXATTR_IN = struct(
   "fuse_getxattr_in",
   [["size", "u32"], ["padding", "u32"]] as const,
 );
+/**
+ * `struct fuse_setxattr_in` (8); the name and then the value follow. The 16-byte form with
+ * `setxattr_flags` comes only with FUSE_SETXATTR_EXT, which this server does not ask for.
+ */
+export const SETXATTR_IN = struct(
+  "fuse_setxattr_in",
+  [["size", "u32"], ["flags", "u32"]] as const,
+);
 /** `struct fuse_getxattr_out` (8): the size needed when the request asked with size 0. */
 export const GETXATTR_OUT = struct(
   "fuse_getxattr_out",
@@ -455,7 +463,7 @@ export const OPCODES: Readonly<Record<number, OpSpec>> = {
   17: { name: "STATFS", names: 0, reply: true },
   18: { name: "RELEASE", input: RELEASE_IN, names: 0, reply: true },
   20: { name: "FSYNC", input: FSYNC_IN, names: 0, reply: true },
-  21: { name: "SETXATTR", names: 0, reply: true },
+  21: { name: "SETXATTR", input: SETXATTR_IN, names: 1, reply: true },
   22: { name: "GETXATTR", input: GETXATTR_IN, names: 1, reply: true },
   23: { name: "LISTXATTR", input: GETXATTR_IN, names: 0, reply: true },
   24: { name: "REMOVEXATTR", names: 1, reply: true },

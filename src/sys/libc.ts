@@ -16,22 +16,8 @@ const lib = Deno.dlopen("libc.so.6", {
   poll_sync: { name: "poll", parameters: ["buffer", "u64", "i32"], result: "i32" },
   fstatat: { parameters: ["i32", "buffer", "buffer", "i32"], result: "i32" },
   fstat: { parameters: ["i32", "buffer"], result: "i32" },
-  getdents64: { parameters: ["i32", "buffer", "usize"], result: "i32" },
-  mkdir: { parameters: ["buffer", "u32"], result: "i32" },
-  mknod: { parameters: ["buffer", "u32", "u64"], result: "i32" },
-  rmdir: { parameters: ["buffer"], result: "i32" },
-  unlink: { parameters: ["buffer"], result: "i32" },
-  renameat2: { parameters: ["i32", "buffer", "i32", "buffer", "u32"], result: "i32" },
-  symlink: { parameters: ["buffer", "buffer"], result: "i32" },
-  readlink: { parameters: ["buffer", "buffer", "usize"], result: "i32" },
-  link: { parameters: ["buffer", "buffer"], result: "i32" },
-  truncate: { parameters: ["buffer", "i64"], result: "i32" },
   ftruncate: { parameters: ["i32", "i64"], result: "i32" },
-  chmod: { parameters: ["buffer", "u32"], result: "i32" },
-  lchown: { parameters: ["buffer", "u32", "u32"], result: "i32" },
   fchown: { parameters: ["i32", "u32", "u32"], result: "i32" },
-  utimensat: { parameters: ["i32", "buffer", "buffer", "i32"], result: "i32" },
-  statvfs: { parameters: ["buffer", "buffer"], result: "i32" },
   fsync: { parameters: ["i32"], result: "i32" },
   fdatasync: { parameters: ["i32"], result: "i32" },
   mount: { parameters: ["buffer", "buffer", "buffer", "u64", "buffer"], result: "i32" },
@@ -242,148 +228,15 @@ export function statAt(dir: number, path: Uint8Array, flags: number): Stat | num
 export function fstat(fd: number): Stat | number {
   return sym.fstat(fd, statBuf) < 0 ? -errno() : decodeStat();
 }
-/** One directory entry from {@link readDir}: the raw name bytes, DT_* type and inode number. */
-export interface Dirent {
-  name: Uint8Array;
-  type: number;
-  ino: number;
-}
-const dentBuf = new Uint8Array(64 * 1024);
-const dentView = new DataView(dentBuf.buffer);
-/** Lists a directory with getdents64 (without "." and ".."): entries or -errno. */
-export function readDir(path: Uint8Array): Dirent[] | number {
-  const fd = open(path, O.RDONLY | O.DIRECTORY);
-  if (fd < 0) return fd;
-  const out: Dirent[] = [];
-  try {
-    for (;;) {
-      const n = sym.getdents64(fd, dentBuf, n64(dentBuf.length));
-      if (n < 0) return -errno();
-      if (n === 0) return out;
-      // struct linux_dirent64: ino u64, off i64, reclen u16, type u8, name (NUL-terminated)
-      for (let at = 0; at < n;) {
-        const reclen = dentView.getUint16(at + 16, true);
-        const start = at + 19;
-        const end = dentBuf.indexOf(0, start);
-        const len = end - start;
-        const dot = dentBuf[start] === 46 &&
-          (len === 1 || (len === 2 && dentBuf[start + 1] === 46));
-        if (!dot) {
-          out.push({
-            name: dentBuf.slice(start, end),
-            type: dentBuf[at + 18],
-            ino: dentView.getUint32(at, true) + dentView.getUint32(at + 4, true) * 0x1_0000_0000,
-          });
-        }
-        at += reclen;
-      }
-    }
-  } finally {
-    close(fd);
-  }
-}
-
-/** mkdir(2): 0 or -errno. */
-export function mkdir(path: Uint8Array, mode: number): number {
-  return ret(sym.mkdir(path, mode));
-}
-/** mknod(2): 0 or -errno. */
-export function mknod(path: Uint8Array, mode: number, dev: number): number {
-  return ret(sym.mknod(path, mode, n64(dev)));
-}
-/** rmdir(2): 0 or -errno. */
-export function rmdir(path: Uint8Array): number {
-  return ret(sym.rmdir(path));
-}
-/** unlink(2): 0 or -errno. */
-export function unlink(path: Uint8Array): number {
-  return ret(sym.unlink(path));
-}
-/** renameat2(2) on absolute paths: 0 or -errno. */
-export function rename(from: Uint8Array, to: Uint8Array, flags = 0): number {
-  return ret(sym.renameat2(AT_FDCWD, from, AT_FDCWD, to, flags));
-}
-/** symlink(2): 0 or -errno. */
-export function symlink(target: Uint8Array, path: Uint8Array): number {
-  return ret(sym.symlink(target, path));
-}
-const linkBuf = new Uint8Array(4097);
-/** readlink(2): the target bytes (a copy) or -errno. */
-export function readlink(path: Uint8Array): Uint8Array | number {
-  const n = sym.readlink(path, linkBuf, n64(linkBuf.length));
-  return n < 0 ? -errno() : linkBuf.slice(0, n);
-}
-/** link(2): 0 or -errno. */
-export function link(from: Uint8Array, to: Uint8Array): number {
-  return ret(sym.link(from, to));
-}
-/** truncate(2): 0 or -errno. */
-export function truncate(path: Uint8Array, size: number): number {
-  return ret(sym.truncate(path, n64(size)));
-}
 /** ftruncate(2): 0 or -errno. */
 export function ftruncate(fd: number, size: number): number {
   return ret(sym.ftruncate(fd, n64(size)));
-}
-/** chmod(2): 0 or -errno. */
-export function chmod(path: Uint8Array, mode: number): number {
-  return ret(sym.chmod(path, mode));
-}
-/** lchown(2); -1 (0xffffffff) leaves that id unchanged: 0 or -errno. */
-export function lchown(path: Uint8Array, uid: number, gid: number): number {
-  return ret(sym.lchown(path, uid >>> 0, gid >>> 0));
 }
 /** fchown(2): 0 or -errno. */
 export function fchown(fd: number, uid: number, gid: number): number {
   return ret(sym.fchown(fd, uid >>> 0, gid >>> 0));
 }
 
-/** `UTIME_NOW` / `UTIME_OMIT` for {@link utimens}. */
-export const UTIME = { NOW: (1 << 30) - 1, OMIT: (1 << 30) - 2 } as const;
-const tsBuf = new Uint8Array(32);
-const tsView = new DataView(tsBuf.buffer);
-/** utimensat(2) without following a final symlink; nsec may be UTIME.NOW/OMIT: 0 or -errno. */
-export function utimens(
-  path: Uint8Array,
-  atime: [number, number],
-  mtime: [number, number],
-): number {
-  tsView.setBigInt64(0, BigInt(atime[0]), true);
-  tsView.setBigInt64(8, BigInt(atime[1]), true);
-  tsView.setBigInt64(16, BigInt(mtime[0]), true);
-  tsView.setBigInt64(24, BigInt(mtime[1]), true);
-  return ret(sym.utimensat(AT_FDCWD, path, tsBuf, AT_SYMLINK_NOFOLLOW));
-}
-
-/** A decoded `struct statvfs`. */
-export interface StatVfs {
-  bsize: number;
-  frsize: number;
-  blocks: number;
-  bfree: number;
-  bavail: number;
-  files: number;
-  ffree: number;
-  namemax: number;
-}
-const vfsBuf = new Uint8Array(112);
-const vfsView = new DataView(vfsBuf.buffer);
-/** statvfs(3): the file system's counters or -errno. */
-export function statvfs(path: Uint8Array): StatVfs | number {
-  if (sym.statvfs(path, vfsBuf) < 0) return -errno();
-  const g = (o: number) =>
-    vfsView.getUint32(o, true) + vfsView.getUint32(o + 4, true) * 0x1_0000_0000;
-  return {
-    bsize: g(0),
-    frsize: g(8),
-    blocks: g(16),
-    bfree: g(24),
-    bavail: g(32),
-    files: g(40),
-    ffree: g(48),
-    namemax: g(80),
-  };
-}
 /** fsync(2) / fdatasync(2): 0 or -errno. */
 export function fsync(fd: number, options: { data?: boolean } = {}): number {
   return ret(options.data ? sym.fdatasync(fd) : sym.fsync(fd));

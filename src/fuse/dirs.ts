@@ -1,0 +1,90 @@
+/** Directory handles: OPENDIR snapshots a listing (backing entries plus virtual names), READDIR pages it. */
+import { ERRNO } from "../abi/errno.ts";
+import { virtualIno } from "./attr.ts";
+import { baseOf, parentOf, ROOT_NAMES } from "./classify.ts";
+import type { Request } from "./conn.ts";
+import { Listing } from "./listing.ts";
+import { join } from "./nodes.ts";
+import type { Tree } from "./tree.ts";
+
+const E = ERRNO;
+const enc = new TextEncoder();
+const dec = new TextDecoder();
+const DT = { DIR: 4, REG: 8, LNK: 10 } as const;
+const DOT = enc.encode(".");
+const DOTDOT = enc.encode("..");
+
+/** The directory operations, over the shared {@link Tree}. */
+export class Dirs {
+  #t: Tree;
+
+  constructor(tree: Tree) {
+    this.#t = tree;
+  }
+
+  /** OPENDIR: snapshots the listing (backing entries plus virtual ones) as wire records. */
+  opendir(req: Request, out: Uint8Array): number {
+    const t = this.#t;
+    const path = t.path(req.nodeid);
+    if (path === null) return -E.ENOENT;
+    const kind = t.kind(path);
+    const self = t.stat(path);
+    if (typeof self === "number") return self;
+    const list = new Listing();
+    list.addName(DOT, DT.DIR, self.ino);
+    list.addName(DOTDOT, DT.DIR, 1);
+    const add = (name: string, type: number) =>
+      list.addName(enc.encode(name), type, virtualIno(join(path, name)));
+    if (kind === "root") {
+      for (const name of ROOT_NAMES) add(name, name === "status" ? DT.REG : DT.DIR);
+      return t.openOut(out, 0, t.fh({ t: "dir", list }), 0);
+    }
+    if (path !== "bin" && path !== "agent" && kind !== "cdir") {
+      // plain directories: straight from getdents64 into records, no object per entry
+      const r = t.dir.scan(t.backing(path), (b, s, e, type, ino) => {
+        list.add(b, s, e, type, ino);
+      });
+      if (r < 0) return r;
+      return t.openOut(out, 0, t.fh({ t: "dir", list }), 0);
+    }
+    const listed = t.dir.list(t.backing(path));
+    if (typeof listed === "number") return listed;
+    // Under agent/ the `.sock` aliases are virtual, one per definition: a backing alias left by
+    // the runtime for a removed agent is not shown.
+    const shown = path === "agent"
+      ? listed.filter((e) => !dec.decode(e.name).endsWith(".sock"))
+      : listed;
+    for (const e of shown) list.addName(e.name, e.type, e.ino);
+    // virtual names join the listing unless the backing tree already has them
+    const names = new Set(shown.map((e) => dec.decode(e.name)));
+    const extra: [string, number][] = [];
+    if (path === "bin") { for (const b of t.bins) extra.push([b, DT.REG]); }
+    if (path === "agent") {
+      for (const n of names) {
+        if (!n.endsWith(".d") && !n.endsWith(".sock") && !n.startsWith(".")) {
+          extra.push([`${n}.sock`, DT.LNK]);
+        }
+      }
+    }
+    if (kind === "cdir") {
+      for (const p of t.temps.keys()) {
+        if (parentOf(p) === path) extra.push([baseOf(p), DT.REG]);
+      }
+    }
+    for (const [n, type] of extra) if (!names.has(n)) add(n, type);
+    return t.openOut(out, 0, t.fh({ t: "dir", list }), 0);
+  }
+
+  /** READDIR: whole records from the snapshot; offsets are indexes + 1. */
+  readdir(req: Request, out: Uint8Array): number {
+    const h = this.#t.handles.get(req.arg.fh);
+    if (h?.t !== "dir") return -E.EBADF;
+    return h.list.page(req.arg.offset, Math.min(req.arg.size, out.length), out);
+  }
+
+  /** RELEASEDIR. */
+  releasedir(req: Request): number {
+    this.#t.handles.delete(req.arg.fh);
+    return 0;
+  }
+}

@@ -1,0 +1,324 @@
+/** File handles: OPEN/CREATE/READ/WRITE/FLUSH/FSYNC/RELEASE and SETATTR, for backing files, controls, temps and virtual files. */
+import { encode, FATTR, WRITE_OUT } from "../abi/fuse.ts";
+import { ERRNO } from "../abi/errno.ts";
+import * as libc from "../sys/libc.ts";
+import { UTIME } from "../sys/dir.ts";
+import { fromStat, outView, putAttr, putEntry, S, virtualAttr, virtualIno } from "./attr.ts";
+import { isTempName, parentOf } from "./classify.ts";
+import { ControlWriter, newTemp, put, resize } from "./control.ts";
+import type { Request } from "./conn.ts";
+import type { Agents } from "./agents.ts";
+import { join } from "./nodes.ts";
+import type { Tree } from "./tree.ts";
+
+const E = ERRNO;
+const enc = new TextEncoder();
+const MAX_TEMPS = 64;
+/** open(2) flags passed on to a backing file: access mode, O_APPEND, O_TRUNC, O_SYNC. */
+const KEEP = libc.O.ACCMODE | libc.O.APPEND | libc.O.TRUNC | 0o4010000;
+/** `fuse_open_out.open_flags`: FOPEN_DIRECT_IO, for everything whose bytes are not a plain file's. */
+const DIRECT = 1;
+
+/** The file operations, over the shared {@link Tree}. */
+export class Files {
+  #t: Tree;
+  #agents: Agents;
+
+  constructor(tree: Tree, agents: Agents) {
+    this.#t = tree;
+    this.#agents = agents;
+  }
+
+  /** A writer for control `path`: the rules of who may write which control, or -errno. */
+  #writer(path: string, req: Request, options: { truncate: boolean }): ControlWriter | number {
+    const o = this.#t.o;
+    const uid = req.uid;
+    const ck = o.controlKind(path);
+    if (ck === "readonly") return -E.EROFS;
+    if (ck === "unknown") return -E.EINVAL;
+    if (uid !== 0 && uid !== o.owner(path)) return -E.EACCES;
+    let initial = new Uint8Array(0);
+    if (!options.truncate) {
+      try {
+        initial = Deno.readFileSync(`${o.root}/${path}`);
+      } catch (e) {
+        if (!(e instanceof Deno.errors.NotFound)) return -E.EIO;
+      }
+    }
+    return new ControlWriter(path, {
+      uid,
+      gid: req.gid,
+      initial,
+      truncated: options.truncate,
+      commit: o.commit,
+    });
+  }
+
+  /** OPEN. */
+  open(req: Request, out: Uint8Array): number {
+    const t = this.#t;
+    const path = t.path(req.nodeid);
+    if (path === null) return -E.ENOENT;
+    const flags = req.arg.flags;
+    const writing = (flags & libc.O.ACCMODE) !== libc.O.RDONLY;
+    const kind = t.kind(path);
+    switch (kind) {
+      case "rw":
+      case "stage":
+      case "ro": {
+        if (kind === "ro" && (writing || flags & libc.O.TRUNC)) return -E.EROFS;
+        const fd = t.dir.open(t.backing(path), (flags & KEEP) | libc.O.NOFOLLOW);
+        if (fd < 0) return fd;
+        return t.openOut(out, 0, t.fh({ t: "fd", fd }), 0);
+      }
+      case "status":
+      case "launcher": {
+        if (writing || flags & libc.O.TRUNC) return -E.EROFS;
+        const data = enc.encode(t.virtualText(kind, path) ?? "");
+        return t.openOut(out, 0, t.fh({ t: "bytes", data }), DIRECT);
+      }
+      case "control": {
+        const temp = t.temps.get(path);
+        if (temp) {
+          if (writing && flags & libc.O.TRUNC) temp.len = 0;
+          return t.openOut(out, 0, t.fh({ t: "temp", temp }), DIRECT);
+        }
+        if (!writing && !(flags & libc.O.TRUNC)) {
+          const fd = t.dir.open(t.backing(path), libc.O.RDONLY | libc.O.NOFOLLOW);
+          if (fd < 0) return fd;
+          return t.openOut(out, 0, t.fh({ t: "control", fd, writer: null }), DIRECT);
+        }
+        const w = this.#writer(path, req, { truncate: !!(flags & libc.O.TRUNC) });
+        if (typeof w === "number") return w;
+        return t.openOut(out, 0, t.fh({ t: "control", fd: -1, writer: w }), DIRECT);
+      }
+      default:
+        return writing ? -E.EROFS : -E.EISDIR;
+    }
+  }
+
+  /** CREATE: new files in home/shared; known controls and temps in control dirs; staged agent entries. */
+  create(req: Request, out: Uint8Array): number {
+    const t = this.#t;
+    const parent = t.path(req.nodeid);
+    if (parent === null) return -E.ENOENT;
+    const name = req.names[0];
+    const path = join(parent, name);
+    const kind = t.kind(path);
+    const flags = req.arg.flags;
+    if (kind === "control") return this.#createControl(req, out, path);
+    if (kind === "stage") {
+      const r = this.#agents.mayStage(req, name);
+      if (r < 0) return r;
+    } else {
+      const s = t.structural(parent, name, { uid: req.uid });
+      if (typeof s === "number") return s;
+    }
+    const p = t.backing(path);
+    let fd = t.dir.open(
+      p,
+      (flags & KEEP) | libc.O.CREAT | libc.O.EXCL | libc.O.NOFOLLOW,
+      req.arg.mode & 0o7777,
+    );
+    if (fd === -E.EEXIST && !(flags & libc.O.EXCL)) {
+      fd = t.dir.open(p, (flags & KEEP) | libc.O.NOFOLLOW); // appeared meanwhile: open, never chown
+    } else if (fd >= 0) {
+      const [uid, gid] = t.ownerOf(req, parent);
+      libc.fchown(fd, uid, gid);
+    }
+    if (fd < 0) return fd;
+    const n = t.entry(out, path);
+    if (n < 0) {
+      libc.close(fd);
+      return n;
+    }
+    return t.openOut(out, n, t.fh({ t: "fd", fd }), 0);
+  }
+
+  /** CREATE in a control directory: an in-memory temp (editors, `sed -i`), or a known control. */
+  #createControl(req: Request, out: Uint8Array, path: string): number {
+    const t = this.#t;
+    if (isTempName(req.names[0])) {
+      if (req.uid !== 0 && req.uid !== t.o.owner(path)) return -E.EACCES;
+      const parent = parentOf(path);
+      let inDir = 0;
+      for (const p of t.temps.keys()) if (parentOf(p) === parent) inDir++;
+      if (inDir >= MAX_TEMPS) return -E.ENOSPC;
+      const temp = newTemp({
+        mode: req.arg.mode & 0o7777,
+        uid: req.uid,
+        gid: req.gid,
+        ino: virtualIno(path) + t.serial,
+      });
+      t.temps.set(path, temp);
+      const n = t.entry(out, path);
+      if (n < 0) return n;
+      return t.openOut(out, n, t.fh({ t: "temp", temp }), DIRECT);
+    }
+    const w = this.#writer(path, req, { truncate: true });
+    if (typeof w === "number") return w;
+    const node = t.nodes.ref(path);
+    const attr = virtualAttr(path, { mode: S.IFREG | 0o644, size: 0, uid: req.uid, time: t.start });
+    const n = putEntry(out, { nodeid: node.id, attr, ttl: 0 });
+    return t.openOut(out, n, t.fh({ t: "control", fd: -1, writer: w }), DIRECT);
+  }
+
+  /** READ. */
+  read(req: Request, out: Uint8Array): number {
+    const h = this.#t.handles.get(req.arg.fh);
+    if (!h) return -E.EBADF;
+    const { offset, size } = req.arg;
+    const dest = out.subarray(0, Math.min(size, out.length));
+    let src: Uint8Array;
+    switch (h.t) {
+      case "fd":
+        return libc.pread(h.fd, dest, offset);
+      case "control":
+        if (!h.writer) return libc.pread(h.fd, dest, offset);
+        src = h.writer.bytes();
+        break;
+      case "temp":
+        src = h.temp.data.subarray(0, h.temp.len);
+        break;
+      case "bytes":
+        src = h.data;
+        break;
+      default:
+        return -E.EISDIR;
+    }
+    const part = src.subarray(Math.min(offset, src.length), Math.min(offset + size, src.length));
+    dest.set(part);
+    return part.length;
+  }
+
+  /** WRITE. */
+  write(req: Request, out: Uint8Array): number {
+    const h = this.#t.handles.get(req.arg.fh);
+    if (!h) return -E.EBADF;
+    let n: number;
+    switch (h.t) {
+      case "fd":
+        n = libc.pwrite(h.fd, req.data, req.arg.offset);
+        break;
+      case "control":
+        n = h.writer ? h.writer.write(req.arg.offset, req.data) : -E.EBADF;
+        break;
+      case "temp":
+        n = put(h.temp, req.arg.offset, req.data);
+        h.temp.mtime = h.temp.ctime = Date.now() / 1000;
+        break;
+      default:
+        return -E.EBADF;
+    }
+    if (n < 0) return n;
+    const [v, o] = outView(out);
+    return encode(WRITE_OUT, v, o, { size: n }) - o;
+  }
+
+  /** FLUSH (every close): a pending control write is judged here and its errno reaches close(2). */
+  flush(req: Request): number {
+    const h = this.#t.handles.get(req.arg.fh);
+    return h?.t === "control" && h.writer ? h.writer.flush() : 0;
+  }
+
+  /** FSYNC. */
+  fsync(req: Request): number {
+    const h = this.#t.handles.get(req.arg.fh);
+    if (h?.t === "fd") return libc.fsync(h.fd, { data: !!(req.arg.fsync_flags & 1) });
+    if (h?.t === "control" && h.writer) return h.writer.flush();
+    return 0;
+  }
+
+  /** RELEASE. */
+  release(req: Request): number {
+    const handles = this.#t.handles;
+    const h = handles.get(req.arg.fh);
+    handles.delete(req.arg.fh);
+    if (h?.t === "fd") libc.close(h.fd);
+    if (h?.t === "control") {
+      if (h.fd >= 0) libc.close(h.fd);
+      h.writer?.flush(); // nobody is left to hear an error: FLUSH already reported it
+    }
+    return 0;
+  }
+
+  /** SETATTR: chmod, chown, truncate, utimens. */
+  setattr(req: Request, out: Uint8Array): number {
+    const t = this.#t;
+    const a = req.arg;
+    const v = a.valid;
+    const path = t.path(req.nodeid);
+    const h = v & FATTR.FH ? t.handles.get(a.fh) : undefined;
+    if (path === null) {
+      // an unlinked file still open: through its handle
+      if (h?.t !== "fd") return -E.ENOENT;
+      if (v & FATTR.SIZE) {
+        const r = libc.ftruncate(h.fd, a.size);
+        if (r < 0) return r;
+      }
+      const st = libc.fstat(h.fd);
+      return typeof st === "number" ? st : putAttr(out, { attr: fromStat(st), ttl: 0 });
+    }
+    const kind = t.kind(path);
+    const temp = t.temps.get(path);
+    if (temp) {
+      if (v & FATTR.MODE) temp.mode = a.mode & 0o7777;
+      if (v & FATTR.UID) temp.uid = a.uid;
+      if (v & FATTR.GID) temp.gid = a.gid;
+      if (v & FATTR.SIZE) {
+        const r = resize(temp, a.size);
+        if (r < 0) return r;
+      }
+      temp.ctime = Date.now() / 1000;
+      if (v & (FATTR.SIZE | FATTR.MTIME | FATTR.MTIME_NOW)) temp.mtime = temp.ctime;
+      return t.attrReply(out, path);
+    }
+    if (kind === "control") {
+      if (v & (FATTR.MODE | FATTR.UID | FATTR.GID)) return -E.EROFS;
+      if (v & FATTR.SIZE) {
+        if (h?.t === "control" && h.writer) {
+          const r = h.writer.truncate(a.size);
+          if (r < 0) return r;
+        } else {
+          const w = this.#writer(path, req, { truncate: false });
+          if (typeof w === "number") return w;
+          const r = w.truncate(a.size);
+          if (r < 0) return r;
+          const f = w.flush();
+          if (f < 0) return f;
+        }
+      }
+      return t.attrReply(out, path, h);
+    }
+    // A creator sets the mode and owner of its new control directory (makeDir in createAgent).
+    const making = this.#agents.setattr(req, path, kind);
+    if (making !== null) {
+      if (making < 0) return making;
+      if (v & FATTR.SIZE) return -E.EISDIR;
+    } else if (kind !== "rw" && kind !== "stage") return -E.EROFS;
+    const p = t.backing(path);
+    if (v & FATTR.MODE) {
+      const r = t.dir.chmod(p, a.mode & 0o7777);
+      if (r < 0) return r;
+    }
+    if (v & (FATTR.UID | FATTR.GID)) {
+      const r = t.dir.lchown(p, v & FATTR.UID ? a.uid : -1, v & FATTR.GID ? a.gid : -1);
+      if (r < 0) return r;
+    }
+    if (v & FATTR.SIZE) {
+      const r = h?.t === "fd" ? libc.ftruncate(h.fd, a.size) : t.dir.truncate(p, a.size);
+      if (r < 0) return r;
+    }
+    if (v & (FATTR.ATIME | FATTR.MTIME | FATTR.ATIME_NOW | FATTR.MTIME_NOW)) {
+      const ts = (set: number, now: number, s: number, ns: number): [number, number] =>
+        v & now ? [0, UTIME.NOW] : v & set ? [s, ns] : [0, UTIME.OMIT];
+      const r = t.dir.utimens(
+        p,
+        ts(FATTR.ATIME, FATTR.ATIME_NOW, a.atime, a.atimensec),
+        ts(FATTR.MTIME, FATTR.MTIME_NOW, a.mtime, a.mtimensec),
+      );
+      if (r < 0) return r;
+    }
+    return t.attrReply(out, path);
+  }
+}

@@ -1,0 +1,184 @@
+/** Names: MKDIR/MKNOD/SYMLINK/LINK/UNLINK/RMDIR/RENAME, passthrough in home/shared, temps in control dirs, agents through agents.ts. */
+import { RENAME } from "../abi/fuse.ts";
+import { ERRNO } from "../abi/errno.ts";
+import * as libc from "../sys/libc.ts";
+import { putEntry, S } from "./attr.ts";
+import { baseOf, isTempName, type Kind } from "./classify.ts";
+import type { Request } from "./conn.ts";
+import type { Agents } from "./agents.ts";
+import { join } from "./nodes.ts";
+import type { Tree } from "./tree.ts";
+
+const E = ERRNO;
+const FIFO = 0o010000;
+
+/** True for what is an ordinary backing file or dir to a rename: home/shared, and user-tier control dirs. */
+function plain(kind: Kind, path: string): boolean {
+  return kind === "rw" || (kind === "cdir" && path.startsWith("home/"));
+}
+
+/** The name operations, over the shared {@link Tree}. */
+export class Namespace {
+  #t: Tree;
+  #agents: Agents;
+
+  constructor(tree: Tree, agents: Agents) {
+    this.#t = tree;
+    this.#agents = agents;
+  }
+
+  /** SYMLINK (names: link name, target). */
+  symlink(req: Request, out: Uint8Array): number {
+    const t = this.#t;
+    const parent = t.path(req.nodeid);
+    if (parent === null) return -E.ENOENT;
+    const s = t.structural(parent, req.names[0], { uid: req.uid });
+    if (typeof s === "number") return s;
+    const p = t.backing(s.path);
+    const r = t.dir.symlink(libc.cstr(req.names[1]), p);
+    if (r < 0) return r;
+    const [uid, gid] = t.ownerOf(req, parent);
+    t.dir.lchown(p, uid, gid);
+    return t.entry(out, s.path);
+  }
+
+  /** MKNOD (regular files and FIFOs; devices need CAP_MKNOD in the backing tree anyway). */
+  mknod(req: Request, out: Uint8Array): number {
+    const t = this.#t;
+    const parent = t.path(req.nodeid);
+    if (parent === null) return -E.ENOENT;
+    const s = t.structural(parent, req.names[0], { uid: req.uid });
+    if (typeof s === "number") return s;
+    const type = req.arg.mode & S.IFMT;
+    if (type !== S.IFREG && type !== FIFO) return -E.EPERM;
+    const p = t.backing(s.path);
+    const r = t.dir.mknod(p, req.arg.mode, req.arg.rdev);
+    if (r < 0) return r;
+    const [uid, gid] = t.ownerOf(req, parent);
+    t.dir.lchown(p, uid, gid);
+    return t.entry(out, s.path);
+  }
+
+  /** MKDIR. */
+  mkdir(req: Request, out: Uint8Array): number {
+    const t = this.#t;
+    const parent = t.path(req.nodeid);
+    if (parent === null) return -E.ENOENT;
+    const agent = this.#agents.of(parent, req.names[0], ".d");
+    if (agent !== null) return this.#agents.mkdir(req, out, agent);
+    const s = t.structural(parent, req.names[0], { uid: req.uid, dir: true });
+    if (typeof s === "number") return s;
+    const p = t.backing(s.path);
+    const r = t.dir.mkdir(p, req.arg.mode & 0o7777);
+    if (r < 0) return r;
+    const [uid, gid] = t.ownerOf(req, parent);
+    t.dir.lchown(p, uid, gid);
+    return t.entry(out, s.path);
+  }
+
+  /** UNLINK: plain files in home/shared, in-memory temps in control dirs, agents by their owner; the rest is EROFS. */
+  unlink(req: Request): number | Promise<number> {
+    const t = this.#t;
+    const parent = t.path(req.nodeid);
+    if (parent === null) return -E.ENOENT;
+    const path = join(parent, req.names[0]);
+    if (t.temps.delete(path)) {
+      t.nodes.drop(path);
+      return 0;
+    }
+    const agent = this.#agents.unlink(req, parent);
+    if (agent !== null) return agent;
+    const s = t.structural(parent, req.names[0], { uid: req.uid });
+    if (typeof s === "number") return s;
+    const r = t.dir.unlink(t.backing(path));
+    if (r === 0) t.nodes.drop(path);
+    return r;
+  }
+
+  /** RMDIR. */
+  rmdir(req: Request): number {
+    const t = this.#t;
+    const parent = t.path(req.nodeid);
+    if (parent === null) return -E.ENOENT;
+    const agent = this.#agents.of(parent, req.names[0], ".d");
+    if (agent !== null) return this.#agents.rmdir(req, agent);
+    const s = t.structural(parent, req.names[0], { uid: req.uid, dir: true });
+    if (typeof s === "number") return s;
+    const r = t.dir.rmdir(t.backing(s.path));
+    if (r === 0) t.nodes.drop(s.path);
+    return r;
+  }
+
+  /** RENAME / RENAME2: within home/shared; a temp onto a control commits it through validation. */
+  rename(req: Request, flags: number): number | Promise<number> {
+    const t = this.#t;
+    const fromDir = t.path(req.nodeid);
+    const toDir = t.path(req.arg.newdir);
+    if (fromDir === null || toDir === null) return -E.ENOENT;
+    if (fromDir === "" || toDir === "") return -E.EACCES;
+    const from = join(fromDir, req.names[0]);
+    const to = join(toDir, req.names[1]);
+    const fk = t.kind(from), tk = t.kind(to);
+    if (plain(fk, from) && plain(tk, to)) {
+      if (toDir === "home" && req.uid !== 0) return -E.EACCES; // home/ holds only uid dirs
+      const r = t.dir.rename(t.backing(from), t.backing(to), flags);
+      if (r < 0) return r;
+      if (flags & RENAME.EXCHANGE) t.nodes.exchange(from, to);
+      else t.nodes.move(from, to);
+      return 0;
+    }
+    if (fk === "stage" && toDir === "agent" && fromDir === "agent") {
+      return this.#agents.rename(req, flags);
+    }
+    const temp = t.temps.get(from);
+    if (temp && tk === "control") {
+      if (fromDir !== toDir) return -E.EXDEV;
+      if (flags & RENAME.EXCHANGE) return -E.EINVAL;
+      const exists = t.temps.has(to) || typeof t.dir.lstat(t.backing(to)) !== "number";
+      if (flags & RENAME.NOREPLACE && exists) return -E.EEXIST;
+      if (t.temps.has(to) || isTempName(baseOf(to))) {
+        t.temps.delete(to);
+        t.temps.set(to, temp);
+      } else {
+        try {
+          t.o.commit(to, temp.data.slice(0, temp.len), { uid: req.uid, gid: req.gid });
+        } catch (e) {
+          return -(E[(e as { errno?: keyof typeof E }).errno ?? "EIO"] ?? E.EIO);
+        }
+      }
+      t.temps.delete(from);
+      t.nodes.move(from, to);
+      return 0;
+    }
+    if ((fk === "rw") !== (tk === "rw")) return -E.EXDEV; // mv falls back to copy + unlink
+    return -E.EROFS;
+  }
+
+  /** LINK (hard links inside home/shared). */
+  link(req: Request, out: Uint8Array): number {
+    const t = this.#t;
+    const from = t.path(req.arg.oldnodeid);
+    const parent = t.path(req.nodeid);
+    if (from === null || parent === null) return -E.ENOENT;
+    const s = t.structural(parent, req.names[0], { uid: req.uid });
+    if (typeof s === "number") return s;
+    if (t.kind(from) !== "rw") return -E.EXDEV;
+    const r = t.dir.link(t.backing(from), t.backing(s.path));
+    if (r < 0) return r;
+    const a = t.stat(s.path);
+    if (typeof a === "number") return a;
+    // The kernel expects the existing inode back: the new name becomes an alias of that node.
+    const old = t.nodes.get(req.arg.oldnodeid)!; // t.path() above found it
+    const node = t.nodes.alias(old, s.path, String(a.ino));
+    return putEntry(out, { nodeid: node.id, attr: a, ttl: t.ttl("rw", s.path) });
+  }
+
+  /** READLINK: the socket alias target, or the backing link's. */
+  readlink(req: Request): number | Uint8Array {
+    const t = this.#t;
+    const path = t.path(req.nodeid);
+    if (path === null) return -E.ENOENT;
+    if (t.kind(path) === "sock") return new TextEncoder().encode(t.sockTarget(path));
+    return t.dir.readlink(t.backing(path));
+  }
+}

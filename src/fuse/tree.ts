@@ -1,0 +1,319 @@
+/** The projection's shared state: options, backing dir, nodes, handles, temps, and what each path is (kind, attributes, entries). */
+import type { Attr } from "../abi/fuse.ts";
+import { ERRNO } from "../abi/errno.ts";
+import * as libc from "../sys/libc.ts";
+import { Dir } from "../sys/dir.ts";
+import { fromStat, outView, putAttr, putEntry, S, virtualAttr } from "./attr.ts";
+import { baseOf, classify, type Kind } from "./classify.ts";
+import type { Commit, ControlWriter, Temp } from "./control.ts";
+import type { Request } from "./conn.ts";
+import type { Listing } from "./listing.ts";
+import { join, type Node, Nodes } from "./nodes.ts";
+
+/** Options of the projection. */
+export interface CtxFsOptions {
+  /** Absolute path of the concrete generation directory (resolved once at startup). */
+  root: string;
+  /** Run directory: `agent/<n>.sock` points at `<run>/agent/<n>.sock`. */
+  run: string;
+  /** `bin/<name>` launcher scripts by name. */
+  bins: Record<string, string>;
+  /** Entry/attribute timeout in seconds for `home/` and `shared/` (everything else uses 0). */
+  ttl: number;
+  /** The dynamic text of `/ctx/status`. */
+  status: () => string;
+  /** Validates and atomically replaces a control (the store bridge). */
+  commit: Commit;
+  /** Whether a control name may be written: "control", "readonly" (EROFS) or "unknown" (EINVAL). */
+  controlKind: (abiPath: string) => "control" | "readonly" | "unknown";
+  /** Owner uid of the object a control directory belongs to. */
+  owner: (abiPath: string) => number;
+  /** Whether `agent/<name>` is still being created (its entry is absent). */
+  creating: (name: string) => boolean;
+  /** `agent/<name>` was renamed into place through the mount: serve it (the reply waits for this). */
+  onAgent?: (name: string) => void | Promise<unknown>;
+  /** `agent/<name>` was removed through the mount: stop serving it. */
+  onAgentGone?: (name: string) => void | Promise<unknown>;
+}
+
+/** What an open file handle serves. */
+export type Handle =
+  | { t: "fd"; fd: number }
+  | { t: "bytes"; data: Uint8Array }
+  | { t: "control"; fd: number; writer: ControlWriter | null }
+  | { t: "temp"; temp: Temp }
+  | { t: "dir"; list: Listing };
+
+/** What a path is, cached: its kind, backing C path (relative to the generation) and timeout. */
+export interface PathInfo {
+  path: string;
+  kind: Kind;
+  c: Uint8Array;
+  ttl: number;
+}
+
+const E = ERRNO;
+const enc = new TextEncoder();
+/**
+ * `agent/` and `home/` are shown sticky and world-writable, so that under default_permissions
+ * the kernel lets an unprivileged user ask for a creation there at all; the rules in agents.ts
+ * and namespace.ts decide what may be created (the sticky bit keeps others' entries from being
+ * removed or renamed).
+ */
+const SHARED_DIR = 0o1777;
+
+/** True for `home/<uid>/agent/...` and `shared/<space>/agent/...`: written behind the mount's back. */
+function daemonWritten(path: string): boolean {
+  const top = path.startsWith("home/") ? 5 : path.startsWith("shared/") ? 7 : -1;
+  if (top < 0) return false;
+  const slash = path.indexOf("/", top);
+  return slash > 0 && path.startsWith("agent", slash + 1) &&
+    (path.length === slash + 6 || path[slash + 6] === "/");
+}
+
+/** The state every operation shares, and the path facts they all need. */
+export class Tree {
+  readonly o: CtxFsOptions;
+  readonly nodes = new Nodes();
+  /** The generation directory: every backing call walks from here (see src/sys/dir.ts). */
+  readonly dir: Dir;
+  readonly bins: Set<string>;
+  /** Open file and directory handles by fh. */
+  readonly handles = new Map<number, Handle>();
+  /** In-memory temps in control directories, by ABI path. */
+  readonly temps = new Map<string, Temp>();
+  /** Mount start (unix seconds): the time of virtual files that never change. */
+  readonly start = Date.now() / 1000;
+  #nextFh = 1;
+  // Kind, backing C path and timeout depend only on the path string: one cached record per path
+  // (bounded), because every request needs them and building them costs more than the lstat.
+  #infos = new Map<string, PathInfo>();
+
+  constructor(options: CtxFsOptions) {
+    this.o = options;
+    this.dir = new Dir(options.root);
+    this.bins = new Set(Object.keys(options.bins));
+  }
+
+  /** The current path of node `id`, or null when the kernel's node is gone or has no name. */
+  path(id: number): string | null {
+    return this.nodes.get(id)?.path ?? null;
+  }
+
+  /** The cached facts of `path`. */
+  info(path: string): PathInfo {
+    let i = this.#infos.get(path);
+    if (i === undefined) {
+      if (this.#infos.size > 100_000) this.#infos.clear();
+      const kind = classify(path, this.bins);
+      i = { path, kind, c: libc.cstr(path === "" ? "." : path), ttl: this.#ttlOf(kind, path) };
+      this.#infos.set(path, i);
+    }
+    return i;
+  }
+  /** The record of a node's current path, memoized on the node (a rename gives it a new path). */
+  nodeInfo(n: Node & { path: string }): PathInfo {
+    const m = n.memo as PathInfo | undefined;
+    if (m !== undefined && m.path === n.path) return m;
+    return (n.memo = this.info(n.path));
+  }
+  /** The kind of `path`. */
+  kind(path: string): Kind {
+    return this.info(path).kind;
+  }
+  /** The backing C path of `path`, relative to the generation directory. */
+  backing(path: string): Uint8Array {
+    return this.info(path).c;
+  }
+  /** The entry/attribute timeout of `path` seen as `kind`. */
+  ttl(kind: Kind, path: string): number {
+    const i = this.info(path);
+    return kind === i.kind ? i.ttl : this.#ttlOf(kind, path);
+  }
+  #ttlOf(kind: Kind, path: string): number {
+    // The root never changes; plain home/shared files change only through this mount. Agent
+    // homes and sessions are written straight into the backing tree by the runtime and by
+    // sandboxed tools, so their attributes are never cached (a reader sees a run at once).
+    if (kind === "root") return this.o.ttl;
+    return kind === "rw" && !daemonWritten(path) ? this.o.ttl : 0;
+  }
+
+  /** The target of the `agent/<n>.sock` alias. */
+  sockTarget(path: string): string {
+    return `${this.o.run}/${path}`;
+  }
+
+  /** The bytes of a virtual file (status, launchers); null for anything else. */
+  virtualText(kind: Kind, path: string): string | null {
+    if (kind === "status") return this.o.status();
+    if (kind === "launcher") return this.o.bins[baseOf(path)];
+    return null;
+  }
+
+  /** The attributes of `path`, or -errno. */
+  stat(path: string, info: PathInfo = this.info(path)): Attr | number {
+    const kind = info.kind;
+    const now = this.start;
+    switch (kind) {
+      case "none":
+        return -E.ENOENT;
+      case "root":
+        return virtualAttr("", { mode: S.IFDIR | 0o755, size: 4096, time: now, nlink: 2 + 5 });
+      case "status":
+        return virtualAttr(path, {
+          mode: S.IFREG | 0o444,
+          size: enc.encode(this.o.status()).length,
+          time: Date.now() / 1000,
+        });
+      case "launcher":
+        return virtualAttr(path, {
+          mode: S.IFREG | 0o555,
+          size: enc.encode(this.o.bins[baseOf(path)]).length,
+          time: now,
+        });
+      case "sock": {
+        const def = this.dir.lstat(this.backing(path.slice(0, -5)));
+        if (typeof def === "number") return def;
+        return virtualAttr(path, {
+          mode: S.IFLNK | 0o777,
+          size: enc.encode(this.sockTarget(path)).length,
+          time: now,
+        });
+      }
+      case "control": {
+        const temp = this.temps.get(path);
+        if (temp) {
+          return {
+            ...virtualAttr(path, { mode: S.IFREG | temp.mode, size: temp.len, time: temp.mtime }),
+            ino: temp.ino,
+            uid: temp.uid,
+            gid: temp.gid,
+          };
+        }
+        const st = this.dir.lstat(info.c);
+        if (typeof st === "number") return st;
+        const a = fromStat(st);
+        if ((a.mode & S.IFMT) === S.IFREG) {
+          a.uid = this.o.owner(path);
+          a.blksize = 65536; // stdio then writes a whole control in one write(2)
+          if (this.o.controlKind(path) !== "control") a.mode &= ~0o222;
+        } else if ((a.mode & S.IFMT) !== S.IFLNK) a.mode &= ~0o222;
+        return a;
+      }
+      case "cdir": {
+        const st = this.dir.lstat(info.c);
+        if (typeof st === "number") return st;
+        const a = fromStat(st);
+        a.uid = this.o.owner(path + "/x");
+        return a;
+      }
+      case "ro": {
+        const st = this.dir.lstat(info.c);
+        if (typeof st === "number") return st;
+        const a = fromStat(st);
+        if (path === "agent") a.mode = S.IFDIR | SHARED_DIR; // anyone may start an agent
+        else if ((a.mode & S.IFMT) !== S.IFLNK) a.mode &= ~0o222;
+        return a;
+      }
+      case "rw":
+      case "stage": {
+        const st = this.dir.lstat(info.c);
+        if (typeof st === "number") return st;
+        const a = fromStat(st);
+        if (path === "home") a.mode = S.IFDIR | SHARED_DIR; // anyone may make home/<own uid>
+        return a;
+      }
+    }
+  }
+
+  /** Writes the `fuse_entry_out` of `path` (one more kernel reference to its node); length or -errno. */
+  entry(out: Uint8Array, path: string): number {
+    const known = this.nodes.at(path);
+    const info = known?.path === path
+      ? this.nodeInfo(known as Node & { path: string })
+      : this.info(path);
+    const a = this.stat(path, info);
+    if (typeof a === "number") return a;
+    // A file with several names (hard links) is one kernel inode: same node for every name.
+    const key = info.kind === "rw" && a.nlink > 1 && (a.mode & S.IFMT) !== S.IFDIR
+      ? String(a.ino)
+      : undefined;
+    const node = known !== undefined && key === undefined
+      ? this.nodes.reref(known)
+      : this.nodes.ref(path, key);
+    return putEntry(out, { nodeid: node.id, attr: a, ttl: info.ttl });
+  }
+
+  /** Writes the `fuse_attr_out` of `path` after a change (a pending new control counts); length or -errno. */
+  attrReply(out: Uint8Array, path: string, h?: Handle): number {
+    const a = this.stat(path);
+    if (typeof a === "number") {
+      const w = a === -E.ENOENT ? this.pending(path, h) : null;
+      return w ? putAttr(out, { attr: this.pendingAttr(path, w), ttl: 0 }) : a;
+    }
+    return putAttr(out, { attr: a, ttl: this.ttl(this.kind(path), path) });
+  }
+
+  /**
+   * The writer of a new control that an open handle created and has not committed yet (the
+   * kernel asks for its attributes, with or without the handle, before the first write).
+   */
+  pending(path: string, h?: Handle): ControlWriter | null {
+    if (h?.t === "control" && h.writer) return h.writer;
+    for (const x of this.handles.values()) {
+      if (x.t === "control" && x.writer?.path === path) return x.writer;
+    }
+    return null;
+  }
+  /** The attributes of a pending new control. */
+  pendingAttr(path: string, w: ControlWriter): Attr {
+    const mode = S.IFREG | 0o644;
+    return virtualAttr(path, { mode, size: w.len, uid: w.uid, gid: w.gid, time: this.start });
+  }
+
+  /** Who may change the structure under `parent`: `{kind, path}` when allowed, else -errno by area. */
+  structural(
+    parent: string,
+    name: string,
+    who?: { uid: number; dir?: boolean },
+  ): { kind: Kind; path: string } | number {
+    const path = join(parent, name);
+    if (parent === "") return -E.EACCES; // the frozen root
+    // home/ holds one directory per uid: a user may make (or remove) only its own.
+    if (parent === "home" && who && who.uid !== 0 && !(who.dir && name === String(who.uid))) {
+      return -E.EACCES;
+    }
+    const kind = this.kind(path);
+    // A user makes the control dirs of their own tools and models (home/<uid>/{tool,model}/<n>.d).
+    if (kind === "rw" || (kind === "cdir" && path.startsWith("home/"))) return { kind, path };
+    return -E.EROFS;
+  }
+
+  /** Gives a created file to the caller (the daemon runs as root); setgid dirs pass their group. */
+  ownerOf(req: Request, parent: string): [number, number] {
+    const st = this.dir.lstat(this.backing(parent));
+    const gid = typeof st !== "number" && st.mode & S.ISGID ? st.gid : req.gid;
+    return [req.uid, gid];
+  }
+
+  /** Registers a handle; returns its fh. */
+  fh(h: Handle): number {
+    const fh = this.#nextFh++;
+    this.handles.set(fh, h);
+    return fh;
+  }
+  /** A number that differs per call (temp inode numbers). */
+  get serial(): number {
+    return this.#nextFh;
+  }
+
+  /** Writes a `fuse_open_out` at `at` in `out`; returns the end offset. */
+  openOut(out: Uint8Array, at: number, fh: number, flags: number): number {
+    const [v, o] = outView(out);
+    v.setUint32(o + at, fh % 0x1_0000_0000, true);
+    v.setUint32(o + at + 4, Math.floor(fh / 0x1_0000_0000), true);
+    v.setUint32(o + at + 8, flags, true);
+    v.setUint32(o + at + 12, 0, true);
+    return at + 16;
+  }
+}
