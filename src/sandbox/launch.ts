@@ -1,7 +1,7 @@
 /** Runs a profile under bubblewrap: no fd above 2 leaks in, and a --block-fd gate holds the command until the receipt is recorded. */
 import { CtxError } from "../abi/errno.ts";
 import { type HostLayout, hostLayout, profile, type SandboxSpec } from "./profile.ts";
-import { bootId, type Receipt, startTime } from "./receipt.ts";
+import { bootId, type Receipt, receiptLive, startTime } from "./receipt.ts";
 
 /** Options for {@link launch}. */
 export interface LaunchOptions {
@@ -184,6 +184,9 @@ export async function launch(
       }
       const out = { bytes: concat(body), truncated: outTruncated };
       const [status, err] = await Promise.all([child.status, errP]);
+      // bwrap may exit on its init's status report a moment before the init itself is gone:
+      // end it and wait (bounded), so "launch() returned" always means "the namespace is gone".
+      if (receipt) await reap(receipt);
       if (!receipt) {
         const msg = new TextDecoder().decode(err.bytes).trim();
         throw new CtxError(
@@ -223,4 +226,14 @@ function signum(s: Deno.Signal): number {
     SIGTERM: 15,
   };
   return table[s] ?? 0;
+}
+
+/** SIGKILLs a receipt's process while it is still that process, and waits up to 5 s for it to go. */
+async function reap(r: Receipt): Promise<void> {
+  for (let i = 0; i < 1000 && receiptLive(r); i++) {
+    try {
+      if (i === 0) Deno.kill(r.pid, "SIGKILL");
+    } catch { /* gone between the check and the kill */ }
+    await new Promise((res) => setTimeout(res, 5));
+  }
 }
