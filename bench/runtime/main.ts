@@ -6,6 +6,7 @@
  */
 import { startRuntime } from "../../src/runtime/mod.ts";
 import { historyOf } from "../../src/runtime/host.ts";
+import { sessionRef } from "../../src/store/session.ts";
 import { addTestAgent, cleanup, makeTree, Raw } from "../../tests/runtime/helpers.ts";
 
 const N = Number(Deno.env.get("BENCH_N") ?? 30);
@@ -61,7 +62,15 @@ try {
   };
   // The direct reference gets the very envelope a send would build now (same history size), so
   // the difference is the host's own work, not the agent reading a longer line.
-  const dir = `${f.root}/home/0/agent/echo/session/bench`;
+  const ref = sessionRef({
+    root: f.root,
+    run: f.run,
+    agent: "echo",
+    session: "bench",
+    scope: "private",
+    uid: 0,
+    gid: 0,
+  });
   const envelope = () =>
     new TextEncoder().encode(
       JSON.stringify({
@@ -69,7 +78,7 @@ try {
         run: "ctx-00000000000000000000000000000000",
         step: 0,
         input: "echo bench",
-        history_messages: JSON.stringify(historyOf(dir, "none", 60 * 1024)),
+        history_messages: JSON.stringify(historyOf(ref, "none", 60 * 1024)),
         tool_context: "",
         observation: null,
       }) + "\n",

@@ -1,4 +1,5 @@
-/** bench/tool: `tsh fs.read` in the sandbox vs a bare bubblewrap spawn vs a bare process spawn, as ratios. */
+/** bench/tool: `tsh fs.read` (and an ordinary tool, exec'd through its held descriptor) in the sandbox vs bare bwrap vs a bare spawn, as ratios. */
+import { replaceFile } from "../../src/store/atomic.ts";
 import { update } from "../../src/store/generation.ts";
 import { runTsh, tshBundle } from "../../src/tool/mod.ts";
 
@@ -66,6 +67,32 @@ try {
     const r = await runTsh(["fs.read", "file.txt"], opts);
     if (r.status !== "ok") throw new Error(r.content);
   });
+  // An ordinary user-tier tool: tsh opens it with node:fs, proves its inode and execs
+  // /proc/<pid>/fd/<fd> (the price of running exactly the checked file).
+  const mine = `${root}/home/0/tool`;
+  Deno.mkdirSync(`${mine}/catf.d`, { recursive: true });
+  for (
+    const [k, v] of Object.entries({
+      name: "catf\n",
+      description: "cat\n",
+      schema: "{}\n",
+      cap: "",
+    })
+  ) {
+    replaceFile(`${mine}/catf.d/${k}`, v);
+  }
+  replaceFile(`${mine}/catf.d/policy`, "allow coder_t tool:catf execute\n");
+  replaceFile(`${mine}/catf`, "#!/bin/sh\nexec /bin/cat file.txt\n", { mode: 0o755 });
+  const policy = `${root}/agent/coder.d/policy`;
+  replaceFile(policy, Deno.readTextFileSync(policy) + "allow coder_t tool:catf execute\n");
+  const held = await median(async () => {
+    const r = await runTsh(["catf"], opts);
+    if (r.status !== "ok") throw new Error(r.content);
+  });
+  const bash = await median(async () => {
+    const r = await runTsh(["bash", "cat file.txt"], opts);
+    if (r.status !== "ok") throw new Error(r.content);
+  });
   const row = (name: string, ms: number) =>
     console.log(
       `${name.padEnd(34)} ${ms.toFixed(2).padStart(8)} ms  x${(ms / bare).toFixed(1)} bare  x${
@@ -76,6 +103,8 @@ try {
   row("bare process spawn (/bin/cat)", bare);
   row("bare bwrap spawn (/bin/cat)", bwrap);
   row("tsh fs.read in sandbox (runTsh)", tsh);
+  row("tsh bash 'cat' in sandbox", bash);
+  row("tsh user tool (held fd exec)", held);
 } finally {
   await Deno.remove(storage, { recursive: true }).catch(() => {});
   await Deno.remove(ws, { recursive: true }).catch(() => {});

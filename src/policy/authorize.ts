@@ -50,6 +50,9 @@ export interface AllowedTool {
   letter: Letter;
   /** Its input schema (`.d/schema`, parsed by loadTool). */
   schema?: Record<string, unknown>;
+  /** The inode that was checked (dev+ino): tsh execs exactly this one (holdExecutable). */
+  dev: number;
+  ino: number;
 }
 
 /** The answer: allow with what was checked, or deny with an errno and the rule that failed. */
@@ -155,7 +158,15 @@ export function authorize(request: Request, options: AuthorizeOptions = {}): Ver
     return {
       allow: true,
       agent,
-      tool: { name: request.tool, ...hit, builtin, letter, schema: tool.schema },
+      tool: {
+        name: request.tool,
+        ...hit,
+        builtin,
+        letter,
+        schema: tool.schema,
+        dev: opened.dev,
+        ino: opened.ino,
+      },
       network: networkAllowed(agent),
     };
   } catch (e) {

@@ -10,6 +10,7 @@ Deno.test("authorize() allows a granted built-in and names what it checked", asy
   try {
     const v = authorize({ agent: "coder", tool: "fs.read", root: f.root, uid: 0 });
     if (!v.allow) throw new Error(v.reason);
+    const st = Deno.lstatSync(`${f.root}/tool/fs.read`);
     assertEquals({ ...v.tool, schema: undefined }, {
       name: "fs.read",
       path: "/ctx/tool/fs.read",
@@ -18,6 +19,8 @@ Deno.test("authorize() allows a granted built-in and names what it checked", asy
       builtin: "fs.read",
       letter: "r",
       schema: undefined,
+      dev: st.dev,
+      ino: st.ino,
     });
     assertEquals([v.agent.subject, v.network], ["coder_t", false]);
   } finally {

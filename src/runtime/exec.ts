@@ -93,6 +93,7 @@ async function step(x: ExecRun, n: number, obs: Observation | null): Promise<Ste
     cwd: x.workspace,
     uid: x.agent.uid,
     gid: x.agent.gid,
+    groups: x.agent.groups,
   });
   let receipt: string | undefined;
   const onAbort = () => void stopGroup(child);

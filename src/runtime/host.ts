@@ -1,7 +1,7 @@
 /** Model-backed agents: the host renders messages, streams the driver, and records the outcome. */
 import { toCtxError } from "../abi/errno.ts";
 import { type ChatMessage, driverFor } from "../model/mod.ts";
-import { readRecords } from "../store/jsonl.ts";
+import { readMessages, type SessionRef } from "../store/session.ts";
 import type { Run } from "./recorder.ts";
 import type { AgentView } from "./view.ts";
 
@@ -19,11 +19,11 @@ export function textOf(content: unknown): string {
   }).join("");
 }
 
-/** Earlier messages of the session (not of `run`), newest kept, within `maxBytes` of JSON. */
-export function historyOf(dir: string, run: string, maxBytes: number): ChatMessage[] {
+/** Earlier messages of the session (not of `run`), newest kept, within `maxBytes` of JSON; read as the owner. */
+export function historyOf(ref: SessionRef, run: string, maxBytes: number): ChatMessage[] {
   const out: ChatMessage[] = [];
   let size = 2;
-  const all = readRecords(`${dir}/messages.jsonl`) as {
+  const all = readMessages(ref) as {
     role?: string;
     run?: string;
     content?: unknown;
@@ -52,7 +52,7 @@ export async function modelTurn(
     const driver = driverFor(root, agent.model);
     const messages: ChatMessage[] = [
       { role: "system", content: `You are the CortexFS agent ${agent.name}.` },
-      ...historyOf(run.ref.dir, run.id, 64 * 1024),
+      ...historyOf(run.ref, run.id, 64 * 1024),
       { role: "user", content: input },
     ];
     for await (

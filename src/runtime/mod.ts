@@ -1,10 +1,19 @@
 /** The agent socket runtime: start it on a tree and a run dir; it serves one socket per agent. */
-import { appendRecord } from "../store/jsonl.ts";
-import { ensureDir, replaceFile } from "../store/atomic.ts";
-import { RunIndex, sessionDirs } from "../store/runs.ts";
+import { toCtxError } from "../abi/errno.ts";
+import { loadAgent } from "../store/agent.ts";
+import { ensureDir } from "../store/atomic.ts";
+import { RunIndex } from "../store/runs.ts";
+import {
+  appendEvent,
+  findSessions,
+  readEvents,
+  type SessionRef,
+  setState,
+} from "../store/session.ts";
 import type { OpContext } from "./ops.ts";
 import type { Run } from "./recorder.ts";
 import { groupsDir, type Reaped, reapGroups } from "./groups.ts";
+import { Presence } from "./presence.ts";
 import { listen, type Listener, unlisten } from "./server.ts";
 import { TOOL_HOST, type ToolHost } from "./tools.ts";
 import { toolCache } from "../tool/config.ts";
@@ -42,10 +51,25 @@ export interface Runtime {
   agents(): string[];
   /** Runs interrupted by the previous daemon that startup closed as errors. */
   readonly recovered: string[];
+  /**
+   * Sessions startup could not read or close (a torn or foreign history, an unreadable file):
+   * skipped, logged to stderr, never repaired; every request to one answers EIO with its path.
+   */
+  readonly broken: Broken[];
+  /** Agents whose socket could not be served at startup (logged; the others are served). */
+  readonly failed: Broken[];
   /** Agent process groups the previous daemon left running that startup stopped, and stale receipts. */
   readonly reaped: Reaped;
   /** Cancels live runs, closes every socket. */
   close(): Promise<void>;
+}
+
+/** A session (or agent) startup skipped, and why. */
+export interface Broken {
+  /** The session directory (or the agent name, in `failed`). */
+  dir: string;
+  errno: string;
+  message: string;
 }
 
 function agentNames(root: string): string[] {
@@ -58,33 +82,93 @@ function agentNames(root: string): string[] {
   return out.sort();
 }
 
-/** Closes runs a killed daemon left open: an EINTR error and `done{status:"error"}`, state `error`. */
-function recover(index: RunIndex, root: string, run: string): string[] {
-  const open = index.rebuild(sessionDirs(root, run));
-  for (const r of open) {
-    const ts = Date.now() / 1000;
-    const events = `${r.dir}/events.jsonl`;
-    appendRecord(events, {
-      type: "error",
-      run: r.run,
-      code: "EINTR",
-      message: "run interrupted: the runtime stopped before it finished",
-    });
-    appendRecord(events, { type: "done", run: r.run, status: "error", ts });
-    replaceFile(`${r.dir}/state`, "error\n");
-    index.finish(r.run, "error", ts);
+/**
+ * The identity owning an agent's sessions: the agent's own (uid, gid, groups) when it still
+ * exists and, for sessions found under `home/<uid>`, has that uid; undefined otherwise.
+ */
+function identityOf(root: string) {
+  return (agent: string, uid?: number) => {
+    try {
+      const d = loadAgent(root, agent);
+      if (uid === undefined || d.uid === uid) return { uid: d.uid, gid: d.gid, groups: d.groups };
+    } catch { /* gone or unreadable: no identity of its own */ }
+    return undefined;
+  };
+}
+
+function note(list: Broken[], dir: string, e: unknown): void {
+  const err = toCtxError(e);
+  list.push({ dir, errno: err.errno, message: err.message });
+  console.error(
+    `cortexfsd: runtime: skipping ${dir}: ${err.errno}: ${err.message} (not served until repaired and restarted)`,
+  );
+}
+
+/**
+ * Rebuilds the run index from every session's events (each read as its owner), then closes the
+ * runs a killed daemon left open: an EINTR error and `done{status:"error"}`, state `error`. A
+ * session that cannot be read or closed is isolated in `broken`; the others are served.
+ */
+function recover(index: RunIndex, sessions: SessionRef[]) {
+  const broken: Broken[] = [];
+  const byDir = new Map(sessions.map((r) => [r.dir, r]));
+  function* histories() {
+    for (const ref of sessions) {
+      let events: unknown[];
+      try {
+        events = readEvents(ref);
+      } catch (e) {
+        note(broken, ref.dir, e);
+        continue;
+      }
+      yield { dir: ref.dir, events };
+    }
   }
-  return open.map((r) => r.run);
+  const open = index.rebuild(histories());
+  const recovered: string[] = [];
+  for (const r of open) {
+    const ref = byDir.get(r.dir) as SessionRef; // rebuild only yields dirs it was given
+    const ts = Date.now() / 1000;
+    try {
+      appendEvent(ref, {
+        type: "error",
+        run: r.run,
+        code: "EINTR",
+        message: "run interrupted: the runtime stopped before it finished",
+      });
+      appendEvent(ref, { type: "done", run: r.run, status: "error", ts });
+      setState(ref, "error");
+    } catch (e) {
+      note(broken, ref.dir, e);
+      continue;
+    }
+    index.finish(r.run, "error", ts);
+    recovered.push(r.run);
+  }
+  return { recovered, broken };
+}
+
+/** The run dir's parts, each as tight as its users allow. */
+function prepareRun(run: string): void {
+  ensureDir(run, 0o755);
+  // Clients reach `agent/<n>.sock` by name (search permission), nobody needs to list them;
+  // temp sessions are entered only as their owner; receipts are root's alone.
+  for (const [d, mode] of [["agent", 0o711], ["temp", 0o711], ["groups", 0o700]] as const) {
+    ensureDir(`${run}/${d}`, mode);
+    Deno.chmodSync(`${run}/${d}`, mode); // an older daemon made them 0755
+  }
 }
 
 /** Starts the runtime: rebuilds the run index, closes interrupted runs, serves every agent. */
 export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
   toolCache(options.toolCache); // refuse a bad value at start, not on every tool call
-  ensureDir(options.run, 0o755);
+  prepareRun(options.run);
   // First: orphaned agent groups of a killed daemon must not outlive it into this one.
   const reaped = await reapGroups(groupsDir(options.run));
   const index = new RunIndex(options.index ?? `${options.run}/runs.sqlite`);
-  const recovered = recover(index, options.root, options.run);
+  const sessions = findSessions(options.root, options.run, identityOf(options.root));
+  const { recovered, broken } = recover(index, sessions);
+  const presence = new Presence(options.root);
   const ctx: OpContext = {
     root: options.root,
     run: options.run,
@@ -94,6 +178,8 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
     toolCache: options.toolCache,
     active: new Map<string, Run>(),
     locks: new Map(),
+    broken: new Map(broken.map((b) => [b.dir, `${b.errno}: ${b.message}`])),
+    presence,
   };
   const listeners = new Map<string, Listener>();
   const serve = async (name: string) => {
@@ -101,17 +187,29 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
     if (have) return have.path;
     const l = await listen(ctx, name);
     listeners.set(name, l);
+    presence.serve(name);
     return l.path;
   };
-  for (const name of agentNames(options.root)) await serve(name);
+  // One agent that cannot be served (a bad name, a planted temp) must not keep the rest down.
+  const failed: Broken[] = [];
+  for (const name of agentNames(options.root)) {
+    try {
+      await serve(name);
+    } catch (e) {
+      note(failed, name, e);
+    }
+  }
   return {
     serve,
     recovered,
+    broken,
+    failed,
     reaped,
     async unserve(name) {
       const l = listeners.get(name);
       listeners.delete(name);
       if (l) await unlisten(l);
+      presence.unserve(name);
       // The definition is gone: so is its alias (a daemon that merely stops leaves it dangling,
       // which clients read as "declared but down").
       try {
@@ -121,7 +219,10 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
     agents: () => [...listeners.keys()].sort(),
     async close() {
       for (const r of [...ctx.active.values()]) await r.cancel();
-      for (const l of listeners.values()) await unlisten(l);
+      for (const l of listeners.values()) {
+        await unlisten(l);
+        presence.unserve(l.name);
+      }
       listeners.clear();
       index.close();
     },

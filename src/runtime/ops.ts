@@ -4,14 +4,24 @@ import { CtxError, toCtxError } from "../abi/errno.ts";
 import { AGENT_CONTROLS } from "../abi/controls.ts";
 import type { Request } from "../abi/frames.ts";
 import { readControl, resolveAgent } from "../store/agent.ts";
-import { readRecords } from "../store/jsonl.ts";
 import type { RunIndex } from "../store/runs.ts";
-import { openSession, readState, sessionRef, touchIndex } from "../store/session.ts";
+import {
+  openSession,
+  readEvents,
+  readMessages,
+  readSessionFile,
+  readState,
+  sessionExists,
+  type SessionRef,
+  sessionRef,
+  touchIndex,
+} from "../store/session.ts";
 import { executeCall } from "./call.ts";
 import type { Conn } from "./conn.ts";
 import { execLoop } from "./exec.ts";
 import { groupsDir } from "./groups.ts";
 import { historyOf, modelTurn, textOf } from "./host.ts";
+import type { Presence } from "./presence.ts";
 import { newRunId, Run } from "./recorder.ts";
 import type { ToolHost } from "./tools.ts";
 import { type AgentView, readAgent } from "./view.ts";
@@ -29,6 +39,10 @@ export interface OpContext {
   active: Map<string, Run>;
   /** Per-session-dir serialization: runs of one session never overlap. */
   locks: Map<string, Promise<unknown>>;
+  /** Sessions startup could not read or close (dir -> why): every request to them answers EIO. */
+  broken: Map<string, string>;
+  /** The agents' status/pid projections. */
+  presence: Presence;
 }
 
 type SendReq = Extract<Request, { op: "send" }>;
@@ -79,9 +93,20 @@ async function locked<T>(ctx: OpContext, key: string, fn: () => Promise<T>): Pro
   }
 }
 
+/** EIO for a session startup found broken: the runtime never writes to (or "repairs") it. */
+function refuseBroken(ctx: OpContext, ref: SessionRef): void {
+  const why = ctx.broken.get(ref.dir);
+  if (why === undefined) return;
+  throw new CtxError(
+    "EIO",
+    `session ${ref.dir} is broken (${why}); it is not served until it is repaired and the daemon restarts`,
+    { path: ref.dir },
+  );
+}
+
 /** Replays a stored run's frames (and, if it is still live here, follows it to its end). */
-async function replay(ctx: OpContext, conn: Conn, dir: string, run: string): Promise<void> {
-  for (const f of readRecords(`${dir}/events.jsonl`)) {
+async function replay(ctx: OpContext, conn: Conn, ref: SessionRef, run: string): Promise<void> {
+  for (const f of readEvents(ref)) {
     if ((f as { run?: string }).run === run) await conn.send(f);
   }
   const live = ctx.active.get(run);
@@ -107,7 +132,9 @@ async function begin(
     scope: o.scope,
     uid: o.agent.uid,
     gid: o.agent.gid,
+    groups: o.agent.groups,
   });
+  refuseBroken(ctx, ref);
   const digest = digestOf(payload);
   await locked(ctx, ref.dir, async () => {
     const prior = ctx.index.lookup(ref.dir, o.id);
@@ -118,13 +145,14 @@ async function begin(
           `request id "${o.id}" was already used with a different payload`,
         );
       }
-      return replay(ctx, conn, ref.dir, prior.run);
+      return replay(ctx, conn, ref, prior.run);
     }
     openSession(ref, { model: o.agent.model });
     touchIndex(ref, o.cwd);
     const run = new Run({ id: newRunId(), ref, index: ctx.index, origin: conn });
     const ts = Date.now() / 1000;
     ctx.active.set(run.id, run);
+    ctx.presence.begin(o.agent.name);
     try {
       // start first: it carries the digest the index is rebuilt from.
       await run.emit({
@@ -149,6 +177,7 @@ async function begin(
       await run.finish("error"); // no-op when the body already recorded the outcome
     } finally {
       ctx.active.delete(run.id);
+      ctx.presence.end(o.agent.name);
     }
   });
 }
@@ -183,7 +212,7 @@ export async function opSend(ctx: OpContext, conn: Conn, name: string, req: Send
         run.activate();
         return modelTurn(run, { agent, root: ctx.root, input: req.input });
       }
-      const history = JSON.stringify(historyOf(run.ref.dir, run.id, 60 * 1024));
+      const history = JSON.stringify(historyOf(run.ref, run.id, 60 * 1024));
       await execLoop({
         run,
         host: ctx.host,
@@ -243,13 +272,13 @@ export async function opResume(ctx: OpContext, conn: Conn, name: string, session
       scope,
       uid: agent.uid,
       gid: agent.gid,
+      groups: agent.groups,
     });
-    let exists = false;
-    try {
-      exists = Deno.statSync(ref.dir).isDirectory;
-    } catch { /* not in this scope */ }
-    if (!exists) continue;
-    const messages = readRecords(`${ref.dir}/messages.jsonl`) as Record<string, unknown>[];
+    // Everything below is read as the session's owner: a symlink the owner planted reaches only
+    // what the owner could read anyway (never another user's history through root).
+    if (!sessionExists(ref)) continue;
+    refuseBroken(ctx, ref);
+    const messages = readMessages(ref) as Record<string, unknown>[];
     const runs = new Set<string>();
     for (const m of messages) {
       runs.add(String(m.run));
@@ -261,15 +290,12 @@ export async function opResume(ctx: OpContext, conn: Conn, name: string, session
         content: m.role === "user" ? m.content : textOf(m.content),
       });
     }
-    let updated = "";
-    try {
-      updated = Deno.readTextFileSync(`${ref.dir}/updated_at`).trim();
-    } catch { /* optional */ }
+    const updated = readSessionFile(ref, "updated_at")?.trim() ?? "";
     await conn.send({
       type: "status",
       session,
       scope,
-      status: readState(ref.dir),
+      status: readState(ref),
       runs: runs.size,
       updated_at: updated,
     });

@@ -123,7 +123,7 @@ function handle(
 /** Listens on `<run>/agent/<name>.sock` (0666; SO_PEERCRED decides) and links the tree alias. */
 export async function listen(ctx: OpContext, name: string): Promise<Listener> {
   const dir = `${ctx.run}/agent`;
-  ensureDir(dir, 0o755);
+  ensureDir(dir, 0o711); // reachable by name, not listable
   const path = `${dir}/${name}.sock`;
   try {
     if (Deno.lstatSync(path).isSocket) Deno.removeSync(path); // stale from a killed daemon

@@ -6,7 +6,17 @@ import { type AgentDef, effectiveWindow, loadAgent, loadModel } from "../store/a
 export interface AgentView extends
   Pick<
     AgentDef,
-    "name" | "owner" | "uid" | "gid" | "env" | "model" | "abi" | "approval" | "tools" | "cwd"
+    | "name"
+    | "owner"
+    | "uid"
+    | "gid"
+    | "groups"
+    | "env"
+    | "model"
+    | "abi"
+    | "approval"
+    | "tools"
+    | "cwd"
   > {
   /** Host path of the executable entry `agent/<name>`. */
   entry: string;
@@ -48,6 +58,7 @@ export function readAgent(root: string, name: string): AgentView {
     owner: def.owner,
     uid: def.uid,
     gid: def.gid,
+    groups: def.groups,
     env: def.env,
     model: def.model,
     abi: def.abi,

@@ -184,9 +184,7 @@ export async function launch(
       }
       const out = { bytes: concat(body), truncated: outTruncated };
       const [status, err] = await Promise.all([child.status, errP]);
-      // bwrap may exit on its init's status report a moment before the init itself is gone:
-      // end it and wait (bounded), so "launch() returned" always means "the namespace is gone".
-      if (receipt) await reap(receipt);
+      if (receipt) await reaped(receipt);
       if (!receipt) {
         const msg = new TextDecoder().decode(err.bytes).trim();
         throw new CtxError(
@@ -215,6 +213,23 @@ export async function launch(
   }
 }
 
+/**
+ * Waits until the sandbox init of `r` is gone. bwrap's monitor exits as soon as the init reports
+ * the command's status on its eventfd, a moment before the init itself exits; the init takes
+ * every process of the pid namespace with it, so once it is gone nothing of the run is left.
+ * Should it linger past a bound, it is killed (the receipt's start time proves it is ours).
+ */
+async function reaped(r: Receipt): Promise<void> {
+  for (let i = 0; i < 2000 && receiptLive(r); i++) {
+    if (i === 1000) {
+      try {
+        Deno.kill(r.pid, "SIGKILL");
+      } catch { /* gone meanwhile */ }
+    }
+    await new Promise((ok) => setTimeout(ok, 1));
+  }
+}
+
 function signum(s: Deno.Signal): number {
   const table: Record<string, number> = {
     SIGHUP: 1,
@@ -226,14 +241,4 @@ function signum(s: Deno.Signal): number {
     SIGTERM: 15,
   };
   return table[s] ?? 0;
-}
-
-/** SIGKILLs a receipt's process while it is still that process, and waits up to 5 s for it to go. */
-async function reap(r: Receipt): Promise<void> {
-  for (let i = 0; i < 1000 && receiptLive(r); i++) {
-    try {
-      if (i === 0) Deno.kill(r.pid, "SIGKILL");
-    } catch { /* gone between the check and the kill */ }
-    await new Promise((res) => setTimeout(res, 5));
-  }
 }

@@ -14,6 +14,10 @@ export interface AppendOptions {
 /**
  * Appends one record as one line with a single write(2) on an O_APPEND fd, then fsyncs.
  * Refuses (EIO) to append after a malformed, newline-less tail: that would glue two records.
+ * A short write or a failed write/fsync truncates the file back to its size before the append
+ * (so no partial line stays behind to break the history) and answers EIO. The size is taken on
+ * the same fd right before the write: a history has one writer at a time (the runtime serializes
+ * a session's runs and appends synchronously).
  */
 export function appendRecord(path: string, record: unknown, options: AppendOptions = {}): void {
   const line = enc.encode(JSON.stringify(record) + "\n");
@@ -39,15 +43,31 @@ export function appendRecord(path: string, record: unknown, options: AppendOptio
       f.readSync(last);
       if (last[0] !== 0x0a) throw new CtxError("EIO", "history ends without a newline", { path });
     }
-    const n = f.writeSync(line);
-    if (n !== line.length) {
-      throw new CtxError("EIO", `short append (${n} of ${line.length})`, { path });
+    try {
+      const n = f.writeSync(line);
+      if (n !== line.length) {
+        throw new CtxError("EIO", `short append (${n} of ${line.length} bytes)`, { path });
+      }
+      f.syncSync();
+    } catch (e) {
+      rollBack(f, size, path);
+      const err = toCtxError(e, path);
+      throw err.errno === "EIO" ? err : new CtxError("EIO", `append failed: ${err}`, { path });
     }
-    f.syncSync();
   } finally {
     f.close();
   }
   if (created) syncDir(path.slice(0, Math.max(1, path.lastIndexOf("/"))));
+}
+
+/** Cuts a failed append back off (best effort: the error that got us here is what we report). */
+function rollBack(f: Deno.FsFile, size: number, path: string): void {
+  try {
+    f.truncateSync(size);
+    f.syncSync();
+  } catch (e) {
+    console.error(`appendRecord: could not cut a failed append off ${path}: ${e}`);
+  }
 }
 
 /** Parses JSONL bytes: every line must be JSON and the text must end with a newline; else EIO. */

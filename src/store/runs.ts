@@ -1,6 +1,6 @@
 /** The run index: request id -> run, run -> status, in node:sqlite; a view rebuilt from events.jsonl alone. */
 import { DatabaseSync } from "node:sqlite";
-import { readRecords } from "./jsonl.ts";
+import { toCtxError } from "../abi/errno.ts";
 
 /** One run as the index knows it. */
 export interface RunRow {
@@ -19,12 +19,32 @@ function plain(row: unknown): RunRow | undefined {
   return row ? { ...(row as RunRow) } : undefined;
 }
 
+/**
+ * Makes the index file (and any -wal/-shm) 0600 before SQLite opens it: SQLite gives its WAL and
+ * shared-memory files the database file's mode, and the index names every session directory.
+ */
+function private0600(path: string): void {
+  try {
+    Deno.openSync(path, { write: true, create: true, mode: 0o600 }).close();
+  } catch (e) {
+    throw toCtxError(e, path);
+  }
+  for (const p of [path, `${path}-wal`, `${path}-shm`]) {
+    try {
+      Deno.chmodSync(p, 0o600);
+    } catch (e) {
+      if (!(e instanceof Deno.errors.NotFound)) throw toCtxError(e, p);
+    }
+  }
+}
+
 /** The SQLite index of runs and client request ids. Deleting its file loses nothing. */
 export class RunIndex {
   #db: DatabaseSync;
 
   /** Opens (or creates) the index at `path` (":memory:" for none). */
   constructor(path: string) {
+    if (path !== ":memory:") private0600(path);
     this.#db = new DatabaseSync(path);
     this.#db.exec(`
       PRAGMA journal_mode=WAL;
@@ -72,17 +92,18 @@ export class RunIndex {
   }
 
   /**
-   * Drops everything and re-reads the given session dirs' events.jsonl. Returns the runs that
-   * started but never reached `done` (interrupted by a crash), with their session dirs.
+   * Drops everything and re-reads the given sessions' events (the caller reads each
+   * `events.jsonl`, as the session's owner, and skips the ones that do not parse). Returns the
+   * runs that started but never reached `done` (interrupted by a crash), with their session dirs.
    */
-  rebuild(dirs: Iterable<string>): RunRow[] {
+  rebuild(sessions: Iterable<{ dir: string; events: unknown[] }>): RunRow[] {
     this.#db.exec("BEGIN");
     const open: RunRow[] = [];
     try {
       this.#db.exec("DELETE FROM runs");
-      for (const dir of dirs) {
+      for (const { dir, events } of sessions) {
         const active = new Map<string, RunRow>();
-        for (const f of readRecords(`${dir}/events.jsonl`)) {
+        for (const f of events) {
           const e = f as Record<string, unknown>;
           const run = String(e.run ?? "");
           if (e.type === "start") {
@@ -119,35 +140,4 @@ export class RunIndex {
   close(): void {
     this.#db.close();
   }
-}
-
-function subdirs(dir: string): string[] {
-  try {
-    return [...Deno.readDirSync(dir)].filter((e) => e.isDirectory && !e.name.startsWith("."))
-      .map((e) => e.name);
-  } catch {
-    return [];
-  }
-}
-
-/** Every session dir of a tree (private and shared) and of the run dir (temp). */
-export function sessionDirs(root: string, run: string): string[] {
-  const out: string[] = [];
-  const agents = (base: string) => {
-    for (const a of subdirs(base)) {
-      for (const s of subdirs(`${base}/${a}/session`)) {
-        if (s !== "index") out.push(`${base}/${a}/session/${s}`);
-      }
-    }
-  };
-  for (const uid of subdirs(`${root}/home`)) agents(`${root}/home/${uid}/agent`);
-  agents(`${root}/shared/agents/agent`);
-  for (const uid of subdirs(`${run}/temp`)) {
-    for (const a of subdirs(`${run}/temp/${uid}`)) {
-      for (const s of subdirs(`${run}/temp/${uid}/${a}/session`)) {
-        out.push(`${run}/temp/${uid}/${a}/session/${s}`);
-      }
-    }
-  }
-  return out;
 }

@@ -1,16 +1,22 @@
 /** Durable session directories: history files, state/meta/latest, and the session index files. */
 import { CtxError, toCtxError } from "../abi/errno.ts";
 import type { Scope } from "../abi/frames.ts";
-import { ensureDir, replaceFile, syncDir, tempPath } from "./atomic.ts";
-import { appendRecord } from "./jsonl.ts";
+import { asUser, currentFsId } from "../sys/fsid.ts";
+import { replaceFile, syncDir, tempPath } from "./atomic.ts";
+import { appendRecord, readRecords } from "./jsonl.ts";
 
 /** Session states written to `state`. */
 export type SessionState = "idle" | "active" | "done" | "error" | "cancelled";
 
-/** Who owns a session's files: the agent identity (its `uid`/`gid` controls). */
+/**
+ * Who owns a session's files: the agent identity (its `uid`/`gid`/`groups` controls). Every
+ * operation on a session tree runs with this filesystem identity (src/sys/fsid.ts), never root's.
+ */
 export interface Owner {
   uid: number;
   gid: number;
+  /** Supplementary groups of the identity (default none). */
+  groups?: readonly number[];
 }
 
 /** Where one session lives and who owns it. */
@@ -22,6 +28,10 @@ export interface SessionRef extends Owner {
   agent: string;
   session: string;
   scope: Scope;
+  /** The directory root keeps (the tree root, or the run dir for temp sessions). */
+  trust: string;
+  /** Path below `trust` of the first directory the owner owns (root makes it and gives it away). */
+  claim: string;
 }
 
 /** Options for {@link sessionRef}. */
@@ -35,73 +45,235 @@ export interface LocateOptions extends Owner {
   scope: Scope;
 }
 
+/** The first directory an identity owns for a scope, below its trusted root. */
+function claimOf(o: { scope: Scope; uid: number; agent: string }): string {
+  return o.scope === "private"
+    ? `home/${o.uid}`
+    : o.scope === "shared"
+    ? `shared/agents/agent/${o.agent}/session`
+    : `temp/${o.uid}`;
+}
+
 /** Resolves a session's directory: private under home/<uid>, shared under shared/agents, temp under run. */
 export function sessionRef(o: LocateOptions): SessionRef {
+  const trust = o.scope === "temp" ? o.run : o.root;
   const base = o.scope === "private"
     ? `${o.root}/home/${o.uid}/agent/${o.agent}/session`
     : o.scope === "shared"
     ? `${o.root}/shared/agents/agent/${o.agent}/session`
     : `${o.run}/temp/${o.uid}/${o.agent}/session`;
-  return { ...o, base, dir: `${base}/${o.session}` };
+  return {
+    uid: o.uid,
+    gid: o.gid,
+    groups: o.groups ?? [],
+    agent: o.agent,
+    session: o.session,
+    scope: o.scope,
+    base,
+    dir: `${base}/${o.session}`,
+    trust,
+    claim: claimOf(o),
+  };
 }
 
 const DIR_MODE = { private: 0o700, shared: 0o770, temp: 0o700 } as const;
 const FILE_MODE = { private: 0o600, shared: 0o660, temp: 0o600 } as const;
+/** Mode of `home/<uid>` and `<run>/temp/<uid>`: private to the uid (the mount shows it as is). */
+export const HOME_MODE = 0o700;
+/** Mode of an agent home `home/<uid>/agent/<a>` (the sandbox binds it as HOME). */
+export const AGENT_HOME_MODE = 0o700;
 
-function own(path: string, o: Owner): void {
-  if (Deno.uid() === 0 && (o.uid !== 0 || o.gid !== 0)) Deno.chownSync(path, o.uid, o.gid);
+/** Runs `fn` as the session's owner (filesystem identity); `fn` must be synchronous. */
+export function asOwner<T>(o: Owner, fn: () => T): T {
+  return asUser({ uid: o.uid, gid: o.gid, groups: o.groups ?? [] }, fn);
 }
 
-function mkdirOwned(dir: string, mode: number, o: Owner): void {
+function lstatOrNull(path: string): Deno.FileInfo | null {
+  try {
+    return Deno.lstatSync(path);
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound) return null;
+    throw toCtxError(e, path);
+  }
+}
+
+/** mkdir that tolerates an existing directory; returns true when it created `dir`. */
+export function mkdirOnce(dir: string, mode: number): boolean {
   try {
     Deno.mkdirSync(dir, { mode });
   } catch (e) {
-    if (e instanceof Deno.errors.AlreadyExists) return;
-    if (e instanceof Deno.errors.NotFound) {
-      mkdirOwned(dir.slice(0, dir.lastIndexOf("/")), mode, o);
-      return mkdirOwned(dir, mode, o);
-    }
-    throw toCtxError(e, dir);
+    if (!(e instanceof Deno.errors.AlreadyExists)) throw toCtxError(e, dir);
+    const st = lstatOrNull(dir);
+    if (st?.isDirectory) return false;
+    throw new CtxError(st?.isSymlink ? "ELOOP" : "ENOTDIR", "not a directory", { path: dir });
   }
-  Deno.chmodSync(dir, mode);
-  own(dir, o);
+  Deno.chmodSync(dir, mode); // the umask must not narrow it
   syncDir(dir.slice(0, dir.lastIndexOf("/")));
+  return true;
+}
+
+/** True when root may create entries in `dir` on a user's behalf: root's own, writable by no one else. */
+function trusted(st: Deno.FileInfo, self: number): boolean {
+  return st.isDirectory && !st.isSymlink && (st.uid === 0 || st.uid === self) &&
+    ((st.mode ?? 0) & 0o022) === 0;
+}
+
+/**
+ * Makes sure `<trust>/<claim>` exists as a real directory owned by `o` (mode `mode`), creating
+ * the root-owned levels above it. Runs with root's authority, so it only ever works inside
+ * directories nobody else can write (checked with lstat, level by level: no symlink is followed
+ * that a user could have planted). An existing claim owned by root is a tree from before
+ * per-user ownership: it and the root-owned real directories in `legacy` (paths below the claim,
+ * deepest first) are given to `o`, bottom-up, while the claim is still root's (nobody can swap
+ * entries meanwhile). Owned by anyone else: EACCES.
+ */
+export function claimDir(
+  trust: string,
+  claim: string,
+  o: Owner,
+  options: { mode: number; legacy?: string[] },
+): void {
+  const self = currentFsId().uid;
+  const parts = claim.split("/");
+  let p = trust;
+  for (let i = 0; i < parts.length - 1; i++) {
+    p = `${p}/${parts[i]}`;
+    mkdirOnce(p, 0o755);
+    const st = Deno.lstatSync(p);
+    if (st.uid === o.uid && st.uid !== 0 && st.isDirectory && !st.isSymlink) {
+      // The owner already owns an ancestor: whatever is below is theirs to make.
+      const rest = parts.slice(i + 1);
+      asOwner(o, () => {
+        let q = p;
+        for (const r of rest) mkdirOnce(q = `${q}/${r}`, r === rest.at(-1) ? options.mode : 0o755);
+      });
+      return;
+    }
+    if (!trusted(st, self)) {
+      throw new CtxError(
+        "EACCES",
+        `refusing to create ${claim} for uid ${o.uid}: ${p} is not a directory only root can write`,
+        { path: p },
+      );
+    }
+  }
+  const dir = `${trust}/${claim}`;
+  if (o.uid === self) {
+    mkdirOnce(dir, options.mode);
+    return;
+  }
+  if (mkdirOnce(dir, options.mode)) {
+    Deno.chownSync(dir, o.uid, o.gid); // just made in a root-only directory: nothing to swap
+    return;
+  }
+  const st = Deno.lstatSync(dir);
+  if (st.uid === o.uid) return;
+  if (st.uid !== 0) {
+    throw new CtxError("EACCES", `${claim} belongs to uid ${st.uid}, not ${o.uid}`, { path: dir });
+  }
+  for (const rel of options.legacy ?? []) {
+    const q = `${dir}/${rel}`;
+    const lst = lstatOrNull(q);
+    if (lst && lst.isDirectory && !lst.isSymlink && lst.uid === 0) Deno.chownSync(q, o.uid, o.gid);
+  }
+  Deno.chmodSync(dir, options.mode);
+  Deno.chownSync(dir, o.uid, o.gid);
+}
+
+/** Levels between a claim and a session base (deepest first): what older trees made root's. */
+function legacyOf(ref: SessionRef): string[] {
+  const below = ref.base.slice(`${ref.trust}/${ref.claim}`.length + 1).split("/").slice(0, -1);
+  return below.map((_, i) => below.slice(0, below.length - i).join("/")).filter((x) => x);
+}
+
+/** Creates the session base dir (`.../session`) and everything above it, each level as its owner. */
+function prepareBase(ref: SessionRef): void {
+  const claimed = `${ref.trust}/${ref.claim}`;
+  const shared = ref.scope === "shared";
+  claimDir(ref.trust, ref.claim, ref, {
+    mode: shared ? DIR_MODE.shared : HOME_MODE,
+    legacy: legacyOf(ref),
+  });
+  if (claimed === ref.base) return;
+  const below = ref.base.slice(claimed.length + 1).split("/");
+  asOwner(ref, () => {
+    let q = claimed;
+    below.forEach((part, i) => {
+      q = `${q}/${part}`;
+      // home/<uid>/agent/<a> is the agent home: as private as the session below it.
+      const mode = i === below.length - 1
+        ? DIR_MODE[ref.scope]
+        : i === below.length - 2
+        ? AGENT_HOME_MODE
+        : 0o755;
+      mkdirOnce(q, mode);
+    });
+  });
+}
+
+/**
+ * Makes sure the agent home `home/<uid>/agent/<agent>` exists and belongs to `o` (`home/<uid>` is
+ * made by root and given to the uid; everything below is made as the uid). Returns its path.
+ */
+export function ensureAgentHome(root: string, o: Owner & { agent: string }): string {
+  claimDir(root, `home/${o.uid}`, o, { mode: HOME_MODE, legacy: [`agent/${o.agent}`, "agent"] });
+  const home = `${root}/home/${o.uid}/agent/${o.agent}`;
+  asOwner(o, () => {
+    mkdirOnce(`${root}/home/${o.uid}/agent`, 0o755);
+    mkdirOnce(home, AGENT_HOME_MODE);
+  });
+  return home;
 }
 
 function nowSecs(): string {
   return `${Math.floor(Date.now() / 1000)}\n`;
 }
 
+function isDir(path: string): boolean {
+  try {
+    if (Deno.statSync(path).isDirectory) return true;
+    throw new CtxError("ENOTDIR", "session path is not a directory", { path });
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound) return false;
+    throw toCtxError(e, path);
+  }
+}
+
+/** True when the session directory exists (checked as its owner). */
+export function sessionExists(ref: SessionRef): boolean {
+  return asOwner(ref, () => isDir(ref.dir));
+}
+
 /** Creates the session directory and its files if missing; returns true when it was created. */
 export function openSession(ref: SessionRef, options: { model?: string } = {}): boolean {
-  try {
-    if (Deno.statSync(ref.dir).isDirectory) return false;
-    throw new CtxError("ENOTDIR", "session path is not a directory", { path: ref.dir });
-  } catch (e) {
-    if (!(e instanceof Deno.errors.NotFound)) throw toCtxError(e, ref.dir);
-  }
+  if (sessionExists(ref)) return false;
+  prepareBase(ref);
+  return asOwner(ref, () => create(ref, options.model ?? ""));
+}
+
+// As the owner: the files are the owner's without any chown, and a planted symlink leads only
+// where the owner could go anyway.
+function create(ref: SessionRef, model: string): boolean {
   const mode = FILE_MODE[ref.scope];
-  ensureDir(ref.base.slice(0, ref.base.lastIndexOf("/")), 0o755);
-  mkdirOwned(ref.base, DIR_MODE[ref.scope], ref);
   // Build in a temp dir and rename: a half-made session is never visible under its name.
   const tmp = `${ref.base}/.${ref.session}.tmp-${Deno.pid}-${crypto.randomUUID().slice(0, 8)}`;
-  mkdirOwned(tmp, DIR_MODE[ref.scope], ref);
+  Deno.mkdirSync(tmp, { mode: DIR_MODE[ref.scope] });
+  Deno.chmodSync(tmp, DIR_MODE[ref.scope]);
   const opts = { mode, uid: ref.uid, gid: ref.gid };
-  for (const f of ["messages.jsonl", "events.jsonl"]) {
-    Deno.writeFileSync(`${tmp}/${f}`, new Uint8Array(), { mode });
-    Deno.chmodSync(`${tmp}/${f}`, mode);
-    own(`${tmp}/${f}`, ref);
-  }
-  replaceFile(`${tmp}/state`, "idle\n", opts);
-  replaceFile(`${tmp}/latest.md`, "", opts);
-  replaceFile(
-    `${tmp}/meta.json`,
-    JSON.stringify({ client: "ctx", scope: ref.scope, model: options.model ?? "" }) + "\n",
-    opts,
-  );
-  replaceFile(`${tmp}/created_at`, nowSecs(), opts);
-  replaceFile(`${tmp}/updated_at`, nowSecs(), opts);
   try {
+    for (const f of ["messages.jsonl", "events.jsonl"]) {
+      Deno.writeFileSync(`${tmp}/${f}`, new Uint8Array(), { mode, createNew: true });
+      Deno.chmodSync(`${tmp}/${f}`, mode);
+    }
+    replaceFile(`${tmp}/state`, "idle\n", opts);
+    replaceFile(`${tmp}/latest.md`, "", opts);
+    replaceFile(
+      `${tmp}/meta.json`,
+      JSON.stringify({ client: "ctx", scope: ref.scope, model }) + "\n",
+      opts,
+    );
+    replaceFile(`${tmp}/created_at`, nowSecs(), opts);
+    replaceFile(`${tmp}/updated_at`, nowSecs(), opts);
     Deno.renameSync(tmp, ref.dir);
   } catch (e) {
     Deno.removeSync(tmp, { recursive: true });
@@ -115,31 +287,63 @@ export function openSession(ref: SessionRef, options: { model?: string } = {}): 
   return true;
 }
 
-/** Appends one record to `messages.jsonl`. */
+/** Appends one record to `messages.jsonl` (as the owner). */
 export function appendMessage(ref: SessionRef, record: unknown): void {
-  appendRecord(`${ref.dir}/messages.jsonl`, record, { mode: FILE_MODE[ref.scope] });
+  asOwner(ref, () => {
+    appendRecord(`${ref.dir}/messages.jsonl`, record, { mode: FILE_MODE[ref.scope] });
+  });
 }
 
-/** Appends one frame to `events.jsonl`. */
+/** Appends one frame to `events.jsonl` (as the owner). */
 export function appendEvent(ref: SessionRef, frame: unknown): void {
-  appendRecord(`${ref.dir}/events.jsonl`, frame, { mode: FILE_MODE[ref.scope] });
+  asOwner(ref, () => {
+    appendRecord(`${ref.dir}/events.jsonl`, frame, { mode: FILE_MODE[ref.scope] });
+  });
 }
 
-/** Replaces a small session file (`state`, `latest.md`, ...) atomically, keeping its owner. */
+/** Every record of `events.jsonl`, read as the owner (EIO when it does not parse). */
+export function readEvents(ref: SessionRef): unknown[] {
+  return asOwner(ref, () => readRecords(`${ref.dir}/events.jsonl`));
+}
+
+/** Every record of `messages.jsonl`, read as the owner (EIO when it does not parse). */
+export function readMessages(ref: SessionRef): unknown[] {
+  return asOwner(ref, () => readRecords(`${ref.dir}/messages.jsonl`));
+}
+
+/** A small session file's text read as the owner (`state`, `updated_at`, ...); missing: undefined. */
+export function readSessionFile(ref: SessionRef, name: string): string | undefined {
+  return asOwner(ref, () => {
+    try {
+      return Deno.readTextFileSync(`${ref.dir}/${name}`);
+    } catch (e) {
+      if (e instanceof Deno.errors.NotFound) return undefined;
+      throw toCtxError(e, `${ref.dir}/${name}`);
+    }
+  });
+}
+
+/** Replaces a small session file (`state`, `latest.md`, ...) atomically, as the owner. */
 export function writeSessionFile(ref: SessionRef, name: string, text: string): void {
-  replaceFile(`${ref.dir}/${name}`, text, {
-    mode: FILE_MODE[ref.scope],
-    uid: ref.uid,
-    gid: ref.gid,
+  asOwner(ref, () => {
+    replaceFile(`${ref.dir}/${name}`, text, {
+      mode: FILE_MODE[ref.scope],
+      uid: ref.uid,
+      gid: ref.gid,
+    });
   });
 }
 
 /**
  * Replaces several small session files as one step: each temp file is written and fsynced, all are
  * renamed, then the directory is fsynced once (not once per file, as separate replaces would).
- * Each file is whole (old or new) at every instant.
+ * Each file is whole (old or new) at every instant. Runs as the owner.
  */
 export function writeSessionFiles(ref: SessionRef, files: Record<string, string>): void {
+  asOwner(ref, () => writeFiles(ref, files));
+}
+
+function writeFiles(ref: SessionRef, files: Record<string, string>): void {
   const mode = FILE_MODE[ref.scope];
   const enc = new TextEncoder();
   const pending: { tmp: string; path: string }[] = [];
@@ -158,7 +362,6 @@ export function writeSessionFiles(ref: SessionRef, files: Record<string, string>
         f.close();
       }
       Deno.chmodSync(tmp, mode); // the umask must not narrow it
-      own(tmp, ref);
     }
     while (pending.length) {
       const { tmp, path } = pending[0];
@@ -189,10 +392,10 @@ export function setState(
   });
 }
 
-/** Reads `state` (missing: idle). */
-export function readState(dir: string): string {
+/** Reads `state` as the owner (missing or unreadable: idle). */
+export function readState(ref: SessionRef): string {
   try {
-    return Deno.readTextFileSync(`${dir}/state`).trim();
+    return readSessionFile(ref, "state")?.trim() ?? "idle";
   } catch {
     return "idle";
   }
@@ -208,25 +411,30 @@ export function cwdKey(cwd: string): string {
   return `cwd-${h.toString(16).padStart(16, "0")}`;
 }
 
-/** Records a session as the most recent: `index/list` (newest first), `index/current`, `index/by-cwd/<key>`. */
+/**
+ * Records a session as the most recent: `index/list` (newest first), `index/current`,
+ * `index/by-cwd/<key>`. Runs as the owner: `index/` is in the owner's directory.
+ */
 export function touchIndex(ref: SessionRef, cwd: string): void {
   if (ref.scope === "temp") return; // temp sessions are never listed for resume
-  const idx = `${ref.base}/index`;
-  mkdirOwned(idx, DIR_MODE[ref.scope], ref);
-  mkdirOwned(`${idx}/by-cwd`, DIR_MODE[ref.scope], ref);
-  const opts = { mode: FILE_MODE[ref.scope], uid: ref.uid, gid: ref.gid };
-  const list = listSessions(ref.base).filter((s) => s !== ref.session);
-  const next = [ref.session, ...list].join("\n") + "\n";
-  // Each replace costs fsyncs: rewrite only what changed (the common case is "same session again").
-  const put = (path: string, text: string) => {
-    try {
-      if (Deno.readTextFileSync(path) === text) return;
-    } catch { /* absent: write it */ }
-    replaceFile(path, text, opts);
-  };
-  put(`${idx}/list`, next);
-  put(`${idx}/current`, `${ref.session}\n`);
-  put(`${idx}/by-cwd/${cwdKey(cwd)}`, `${ref.session}\n`);
+  asOwner(ref, () => {
+    const idx = `${ref.base}/index`;
+    mkdirOnce(idx, DIR_MODE[ref.scope]);
+    mkdirOnce(`${idx}/by-cwd`, DIR_MODE[ref.scope]);
+    const opts = { mode: FILE_MODE[ref.scope], uid: ref.uid, gid: ref.gid };
+    const list = listSessions(ref.base).filter((s) => s !== ref.session);
+    const next = [ref.session, ...list].join("\n") + "\n";
+    // Each replace costs fsyncs: rewrite only what changed (the common case is "same session again").
+    const put = (path: string, text: string) => {
+      try {
+        if (Deno.readTextFileSync(path) === text) return;
+      } catch { /* absent: write it */ }
+      replaceFile(path, text, opts);
+    };
+    put(`${idx}/list`, next);
+    put(`${idx}/current`, `${ref.session}\n`);
+    put(`${idx}/by-cwd/${cwdKey(cwd)}`, `${ref.session}\n`);
+  });
 }
 
 /** The names in `index/list`, newest first (missing: empty). */
@@ -245,4 +453,56 @@ export function currentSession(base: string): string | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** Resolves the identity owning `agent`'s sessions (found under `home/<uid>` when `uid` is given). */
+export type IdentityOf = (agent: string, uid?: number) => Owner | undefined;
+
+/** gid of identities startup cannot learn from a definition: no group's files are reachable. */
+const NOGROUP = 65534;
+
+// Real directories only (a symlinked entry is not followed), dot names (temps) skipped.
+function dirNames(dir: string): string[] {
+  try {
+    return [...Deno.readDirSync(dir)].filter((e) => e.isDirectory && !e.name.startsWith("."))
+      .map((e) => e.name).sort();
+  } catch {
+    return []; // absent or not listable by this identity: nothing found there
+  }
+}
+
+function sessionsOf(o: LocateOptions): SessionRef[] {
+  const base = sessionRef(o);
+  return asOwner(o, () => dirNames(base.base))
+    .filter((s) => s !== "index")
+    .map((session) => sessionRef({ ...o, session }));
+}
+
+/**
+ * Every session of a tree (private, shared) and of the run dir (temp), each with the identity
+ * that owns it. Root lists only its own levels (`home/`, `shared/agents/agent/`, `<run>/temp/`);
+ * every listing below runs as the owner: a directory under `home/<uid>` is uid's (with the
+ * agent's gid and groups when the agent still has that uid, else no group), a shared session is
+ * the agent's (skipped when the agent is gone: nobody to act as).
+ */
+export function findSessions(root: string, run: string, identity: IdentityOf): SessionRef[] {
+  const out: SessionRef[] = [];
+  const perUid = (top: string, scope: "private" | "temp", agents: (uid: string) => string) => {
+    for (const u of dirNames(top)) {
+      if (!/^(0|[1-9][0-9]{0,9})$/.test(u)) continue;
+      const uid = Number(u);
+      const nobody = { uid, gid: NOGROUP, groups: [] };
+      for (const agent of asOwner(nobody, () => dirNames(agents(u)))) {
+        const o = identity(agent, uid) ?? nobody;
+        out.push(...sessionsOf({ root, run, agent, session: "", scope, ...o, uid }));
+      }
+    }
+  };
+  perUid(`${root}/home`, "private", (u) => `${root}/home/${u}/agent`);
+  for (const agent of dirNames(`${root}/shared/agents/agent`)) {
+    const o = identity(agent);
+    if (o) out.push(...sessionsOf({ root, run, agent, session: "", scope: "shared", ...o }));
+  }
+  perUid(`${run}/temp`, "temp", (u) => `${run}/temp/${u}`);
+  return out;
 }

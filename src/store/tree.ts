@@ -3,6 +3,7 @@ import { CtxError, toCtxError } from "../abi/errno.ts";
 import { BUILTIN_TOOLS, toolEntry, toolPolicy } from "../tool/builtin.ts";
 import { parseTshConfig } from "../tool/config.ts";
 import { ensureDir, replaceFile, syncDir } from "./atomic.ts";
+import { asOwner, ensureAgentHome, mkdirOnce } from "./session.ts";
 
 /** The root entries of every generation, in `ls` order of the spec; nothing else may sit at the root. */
 export const ROOT_ENTRIES = ["status", "bin", "model", "agent", "tool", "home", "shared"] as const;
@@ -157,19 +158,13 @@ export function makeDir(
 
 /** Makes `home/<uid>/` and the skeleton of one agent home below it. */
 export function makeAgentHome(root: string, name: string, ctx: { uid: number; gid: number }): void {
-  const id = { uid: ctx.uid, gid: ctx.gid };
-  const home = `${root}/home/${ctx.uid}`;
-  for (const d of [home, `${home}/agent`, `${home}/model`, `${home}/tool`]) {
-    try {
-      Deno.statSync(d);
-    } catch {
-      makeDir(d, { mode: 0o755, ...id });
-    }
-  }
-  // Agent homes hold shell state and sessions: private to the agent's identity.
-  makeDir(`${home}/agent/${name}`, { mode: 0o700, ...id });
-  makeDir(`${home}/agent/${name}/session`, { mode: 0o700, ...id });
-  syncDir(`${home}/agent`);
+  // Root makes only home/<uid> and gives it away; the rest is made as the uid, so a symlink the
+  // user planted under its home never leads root anywhere (src/store/session.ts).
+  const home = ensureAgentHome(root, { uid: ctx.uid, gid: ctx.gid, agent: name });
+  asOwner(ctx, () => {
+    for (const d of ["model", "tool"]) mkdirOnce(`${root}/home/${ctx.uid}/${d}`, 0o755);
+    mkdirOnce(`${home}/session`, 0o700);
+  });
 }
 
 /**

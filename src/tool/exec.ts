@@ -1,10 +1,23 @@
-/** Runs one tool inside the agent view: authorize() again, nofollow open, then the built-in or a cleared-environment spawn. */
-import { CtxError, toCtxError } from "../abi/errno.ts";
+/** Runs one tool inside the agent view: authorize() again, exec of the checked inode, bounded output, a wall-clock bound. */
+import { CtxError, exitCode, toCtxError } from "../abi/errno.ts";
 import { authorize } from "../policy/authorize.ts";
 import { pickAllowed } from "../sandbox/env.ts";
-import { bound, FS_TOOLS } from "./fs.ts";
+import { Capture, utf8Cut } from "./capture.ts";
+import { FS_TOOLS, MAX_INPUT } from "./fs.ts";
+import { holdExecutable } from "./open.ts";
 import { failed, ok, type ToolResult } from "./result.ts";
 import { argsToInput, validate } from "./schema.ts";
+
+/** Default wall-clock bound of one tool run, in milliseconds (tsh `--timeout`, runTsh `timeout`). */
+export const DEFAULT_TIMEOUT_MS = 120_000;
+/** How long a tool has after SIGTERM before its process group gets SIGKILL. */
+export const GRACE_MS = 1000;
+/**
+ * Output read beyond the kept bound before the tool is ended. A tool that writes a little more
+ * than the bound (a verbose build) finishes with its own status; a flood (`yes`) is ended within
+ * milliseconds. Either way only `limit` bytes are ever kept.
+ */
+export const DRAIN_BYTES = 1 << 20;
 
 /** Where and as whom the tool runs (tsh's own view). */
 export interface ExecContext {
@@ -20,9 +33,25 @@ export interface ExecContext {
   env: Record<string, string | undefined>;
   /** Output bound in bytes. */
   limit: number;
+  /** Wall-clock bound of a spawned tool in milliseconds (default {@link DEFAULT_TIMEOUT_MS}). */
+  timeout?: number;
 }
 
-/** Spawns `cmd` with exactly the allowed environment and bounded combined output. */
+/** Sends `signal` to the whole process group `pgid`; a group already gone is fine. */
+function signalGroup(pgid: number, signal: Deno.Signal): void {
+  try {
+    Deno.kill(-pgid, signal);
+  } catch { /* ESRCH: nothing left in the group */ }
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/**
+ * Spawns `cmd` in a process group of its own (a new session) with exactly the allowed environment.
+ * Output is read while the tool runs and bounded as it arrives. The group is ended (SIGTERM, then
+ * SIGKILL after {@link GRACE_MS}) when the output floods, when the wall-clock bound passes, and
+ * when the tool's main process exits (background processes it left would hold the pipes open).
+ */
 async function spawn(
   name: string,
   cmd: string,
@@ -36,21 +65,69 @@ async function spawn(
     stdin: "null",
     stdout: "piped",
     stderr: "piped",
+    detached: true, // setsid(): the tool leads its own process group, which we can end as one
   }).spawn();
-  const [status, out, err] = await Promise.all([
-    child.status,
-    new Response(child.stdout).bytes(),
-    new Response(child.stderr).bytes(),
-  ]);
-  const text = new TextDecoder().decode(out) + new TextDecoder().decode(err);
-  const b = bound(text, ctx.limit);
-  return {
-    name,
-    status: status.code === 0 ? "ok" : "error",
-    exitCode: status.code,
-    content: b.content,
-    truncated: b.truncated,
+  const pgid = child.pid;
+  let ended: "flood" | "timeout" | undefined;
+  let kill: ReturnType<typeof setTimeout> | undefined;
+  const end = (why: "flood" | "timeout") => {
+    if (ended) return;
+    ended = why;
+    signalGroup(pgid, "SIGTERM");
+    kill = setTimeout(() => signalGroup(pgid, "SIGKILL"), GRACE_MS);
+    cap.stop();
   };
+  const cap = new Capture({
+    limit: ctx.limit,
+    drain: ctx.limit + DRAIN_BYTES,
+    onFlood: () => end("flood"),
+  });
+  const timeout = ctx.timeout ?? DEFAULT_TIMEOUT_MS;
+  const timer = setTimeout(() => end("timeout"), timeout);
+  const pumps = Promise.all([cap.pump(child.stdout, 0), cap.pump(child.stderr, 1)]);
+  try {
+    const status = await child.status;
+    clearTimeout(timer);
+    // The main process is gone; whatever it left in its group is ended too, and the pipes are
+    // read to EOF for at most the grace period (a process that left the group may hold them).
+    signalGroup(pgid, "SIGTERM");
+    const drained = await Promise.race([pumps.then(() => true), sleep(GRACE_MS).then(() => false)]);
+    signalGroup(pgid, "SIGKILL");
+    if (!drained) cap.stop();
+    await pumps;
+    const out = cap.result();
+    if (ended === "timeout") {
+      const e = new CtxError(
+        "ETIMEDOUT",
+        `tool "${name}" ran longer than ${
+          timeout / 1000
+        } s (the wall-clock bound): its process group was ended`,
+      );
+      // The error first, then as much of the partial output as fits the bound.
+      const head = new TextEncoder().encode(e.toString() + "\n");
+      const body = out.bytes.subarray(0, utf8Cut(out.bytes, Math.max(0, ctx.limit - head.length)));
+      return {
+        name,
+        status: "error",
+        errno: "ETIMEDOUT",
+        exitCode: exitCode("ETIMEDOUT"),
+        content: new TextDecoder().decode(head) + new TextDecoder().decode(body),
+        truncated: out.truncated || body.length < out.bytes.length,
+      };
+    }
+    // A flooded tool reports how it really ended (143 for SIGTERM, 137 for SIGKILL): it did not
+    // finish, and `truncated` says why. A tool that exits before the signal keeps its own status.
+    return {
+      name,
+      status: status.code === 0 ? "ok" : "error",
+      exitCode: status.code,
+      content: new TextDecoder().decode(out.bytes),
+      truncated: out.truncated,
+    };
+  } finally {
+    clearTimeout(timer);
+    if (kill !== undefined) clearTimeout(kill);
+  }
 }
 
 /**
@@ -66,6 +143,10 @@ export async function runTool(name: string, args: string[], ctx: ExecContext): P
     const t = v.tool;
     if (t.builtin !== undefined) {
       const input = argsToInput(args, t.schema ?? {});
+      const size = new TextEncoder().encode(JSON.stringify(input)).length;
+      if (size > MAX_INPUT) {
+        throw new CtxError("E2BIG", `tool input is ${size} bytes; the bound is ${MAX_INPUT}`);
+      }
       if (t.schema) validate(input, t.schema);
       const fn = FS_TOOLS[t.builtin];
       if (fn) {
@@ -77,8 +158,14 @@ export async function runTool(name: string, args: string[], ctx: ExecContext): P
       }
       throw new CtxError("ENOSYS", `built-in "${t.builtin}" is not implemented by this tsh`);
     }
-    // An ordinary executable: argv passthrough, run by its resolved path inside the view.
-    return await spawn(name, t.host, args, ctx);
+    // An ordinary executable: argv passthrough. It is exec'd through the descriptor of the inode
+    // authorize() checked, never by its name again, so a swap after the check cannot run.
+    const held = await holdExecutable(t.host, { dev: t.dev, ino: t.ino });
+    try {
+      return await spawn(name, held.path, args, ctx);
+    } finally {
+      held.close();
+    }
   } catch (e) {
     return failed(name, toCtxError(e));
   }

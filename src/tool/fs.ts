@@ -10,6 +10,11 @@ export interface Output {
 
 type Input = Record<string, unknown>;
 
+/** The bound on one tool input (its JSON), in bytes: E2BIG past it. fs.write content lives in it. */
+export const MAX_INPUT = 1 << 20;
+/** The largest file fs.replace reads to edit, in bytes: EFBIG past it. */
+export const MAX_EDIT = 8 << 20;
+
 function str(input: Input, key: string): string {
   return input[key] as string;
 }
@@ -36,10 +41,15 @@ function read(input: Input, limit: number): Output {
   const offset = (input.offset as number | undefined) ?? 0;
   const want = Math.min((input.limit as number | undefined) ?? limit, limit);
   return wrap(path, () => {
+    const pre = Deno.statSync(path);
+    if (pre.isDirectory) throw new CtxError("EISDIR", "is a directory", { path });
+    // A FIFO or a device would block or never end: this in-process read has no timeout of its own.
+    if (!pre.isFile) throw new CtxError("EINVAL", "fs.read reads regular files only", { path });
     const f = Deno.openSync(path, { read: true });
     try {
-      const size = f.statSync().size;
-      if (f.statSync().isDirectory) throw new CtxError("EISDIR", "is a directory", { path });
+      const st = f.statSync();
+      const size = st.size;
+      if (!st.isFile) throw new CtxError("EINVAL", "fs.read reads regular files only", { path });
       f.seekSync(offset, Deno.SeekMode.Start);
       const buf = new Uint8Array(Math.max(0, Math.min(want, size - offset)));
       let n = 0;
@@ -59,10 +69,22 @@ function read(input: Input, limit: number): Output {
 function list(input: Input, limit: number): Output {
   const path = str(input, "path");
   return wrap(path, () => {
-    const rows = [...Deno.readDirSync(path)]
-      .map((e) => `${e.name}\t${e.isDirectory ? "dir" : e.isSymlink ? "symlink" : "file"}`)
-      .sort();
-    return bound(rows.map((r) => r + "\n").join(""), limit);
+    // Bounded while reading: a huge directory stops being read once the rows pass the bound,
+    // so memory follows `limit`, not the directory. A cut listing is the entries read so far
+    // (directory order), sorted.
+    const rows: string[] = [];
+    let size = 0, more = false;
+    for (const e of Deno.readDirSync(path)) {
+      if (size > limit) {
+        more = true;
+        break;
+      }
+      const row = `${e.name}\t${e.isDirectory ? "dir" : e.isSymlink ? "symlink" : "file"}\n`;
+      rows.push(row);
+      size += new TextEncoder().encode(row).length;
+    }
+    const out = bound(rows.sort().join(""), limit);
+    return { content: out.content, truncated: out.truncated || more };
   });
 }
 
@@ -97,7 +119,15 @@ function write(input: Input): Output {
 function replace(input: Input): Output {
   const path = str(input, "path");
   const old = str(input, "old");
-  const text = wrap(path, () => Deno.readTextFileSync(path));
+  const text = wrap(path, () => {
+    const size = Deno.statSync(path).size;
+    if (size > MAX_EDIT) {
+      throw new CtxError("EFBIG", `file is ${size} bytes; fs.replace edits at most ${MAX_EDIT}`, {
+        path,
+      });
+    }
+    return Deno.readTextFileSync(path);
+  });
   if (old === "") throw new CtxError("EINVAL", `"old" is empty`, { path });
   const count = text.split(old).length - 1;
   if (count !== 1) {

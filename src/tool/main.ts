@@ -6,8 +6,10 @@ import type { ToolResult } from "./result.ts";
 import { toolCache } from "./config.ts";
 
 const USAGE =
-  `usage: tsh [--json] [--root PATH] [--limit BYTES] [--cache N] [TOOL|BUILTIN [ARGS...]]
+  `usage: tsh [--json] [--root PATH] [--limit BYTES] [--cache N] [--timeout SECONDS] [TOOL|BUILTIN [ARGS...]]
 With no operation tsh reads commands from a line-editing prompt. Tools resolve through CTX_PATH only.
+--limit bounds a tool's output (default 16384 bytes); --timeout bounds its wall-clock time
+(default 120 s), after which its whole process group is ended and the result is ETIMEDOUT.
 `;
 
 /** The only variables tsh reads (its Deno permission set allows nothing else). */
@@ -20,7 +22,7 @@ function readEnv(): Record<string, string | undefined> {
 /** Builds tsh's context from its environment and flags. */
 export function context(
   env: Record<string, string | undefined>,
-  options: { root?: string; limit?: number; cache?: number } = {},
+  options: { root?: string; limit?: number; cache?: number; timeout?: number } = {},
 ): ShellContext {
   const root = options.root ?? env.CTX_ROOT ?? "/ctx";
   const m = /\/home\/(\d+)$/.exec(env.CTX_HOME ?? "");
@@ -41,6 +43,7 @@ export function context(
     env,
     limit: options.limit ?? 16384,
     cache: options.cache,
+    timeout: options.timeout,
   };
 }
 
@@ -83,7 +86,7 @@ async function repl(ctx: ShellContext): Promise<number> {
 /** Runs tsh with `argv`; returns the exit code (the tool's own). */
 export async function tshMain(argv: string[]): Promise<number> {
   let json = false, root: string | undefined, limit: number | undefined;
-  let cache: string | undefined;
+  let cache: string | undefined, timeout: string | undefined;
   let i = 0;
   for (; i < argv.length; i++) {
     const a = argv[i];
@@ -91,6 +94,7 @@ export async function tshMain(argv: string[]): Promise<number> {
     else if (a === "--root" && i + 1 < argv.length) root = argv[++i];
     else if (a === "--limit" && i + 1 < argv.length) limit = Number(argv[++i]);
     else if (a === "--cache" && i + 1 < argv.length) cache = argv[++i];
+    else if (a === "--timeout" && i + 1 < argv.length) timeout = argv[++i];
     else if (a === "-h" || a === "--help") {
       Deno.stdout.writeSync(new TextEncoder().encode(USAGE));
       return 0;
@@ -105,6 +109,13 @@ export async function tshMain(argv: string[]): Promise<number> {
     );
     return 2;
   }
+  const seconds = timeout === undefined ? undefined : Number(timeout);
+  if (seconds !== undefined && !(/^[0-9]+(\.[0-9]+)?$/.test(String(timeout)) && seconds > 0)) {
+    Deno.stderr.writeSync(
+      new TextEncoder().encode(`tsh: EINVAL: --timeout must be a positive number of seconds\n`),
+    );
+    return 2;
+  }
   let capacity: number | undefined;
   try {
     capacity = toolCache(cache);
@@ -114,7 +125,12 @@ export async function tshMain(argv: string[]): Promise<number> {
     );
     return 2;
   }
-  const ctx = context(readEnv(), { root, limit, cache: capacity });
+  const ctx = context(readEnv(), {
+    root,
+    limit,
+    cache: capacity,
+    timeout: seconds === undefined ? undefined : Math.round(seconds * 1000),
+  });
   const args = argv.slice(i);
   if (args.length === 0 && !json) return await repl(ctx);
   if (json) {

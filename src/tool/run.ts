@@ -10,11 +10,12 @@ import { planView } from "../sandbox/mounts.ts";
 import { hostLayout } from "../sandbox/profile.ts";
 import type { Receipt } from "../sandbox/receipt.ts";
 import { workspaceGit } from "../sandbox/workspace.ts";
-import { ensureDir } from "../store/atomic.ts";
+import { ensureAgentHome } from "../store/session.ts";
 import { loadAgent } from "../store/agent.ts";
 import permissions from "../../packaging/permissions.json" with { type: "json" };
 import { tshBundle } from "./bundle.ts";
 import { toolCache } from "./config.ts";
+import { DEFAULT_TIMEOUT_MS } from "./exec.ts";
 import { failed, type ToolResult } from "./result.ts";
 
 /** Options for {@link runTsh}. */
@@ -33,6 +34,12 @@ export interface RunOptions {
   signal?: AbortSignal;
   /** Tool output bound in bytes (default 16384). */
   limit?: number;
+  /**
+   * Wall-clock bound of the tool in seconds (default 120), given to tsh as `--timeout`: past it
+   * tsh ends the tool's process group and answers ETIMEDOUT. The whole sandbox is bounded too,
+   * by this plus {@link SANDBOX_SLACK_S}: should tsh itself hang, its sandbox init is killed.
+   */
+  timeout?: number;
   /** Host path backing HOME; default `<root>/home/<uid>/agent/<agent>` (pass it when root is read-only). */
   home?: string;
   /** The tsh bundle and the deno binary bound into the sandbox (defaults: built here, this deno). */
@@ -86,6 +93,11 @@ let layout: ReturnType<typeof hostLayout> | undefined;
 export const SANDBOX_DENO = "/opt/cortexfs/bin/deno";
 export const SANDBOX_TSH = "/opt/cortexfs/lib/tsh.js";
 
+/** Seconds the sandbox may run beyond the tool's timeout (tsh start-up, the kill grace). */
+export const SANDBOX_SLACK_S = 10;
+/** The kernel's bound on one argv string (MAX_ARG_STRLEN, NUL included). */
+const MAX_ARG = 131072;
+
 /** Deno's own needs: a private cache on the sandbox tmpfs, no update check, no colour. These
  * reach the deno process only; tsh cannot read them (not in its --allow-env) and never passes
  * them on: tool environments are rebuilt from the allowlist. */
@@ -97,7 +109,20 @@ const DENO_ENV = { DENO_DIR: "/tmp/.deno", DENO_NO_UPDATE_CHECK: "1", NO_COLOR: 
  */
 export async function runTsh(args: string[], options: RunOptions): Promise<ToolResult> {
   const name = args[0] ?? "tsh";
+  // One signal for launch: the caller's cancellation, or the sandbox's own wall-clock bound.
+  const guard = new AbortController();
+  const stop = () => guard.abort();
+  let timer: ReturnType<typeof setTimeout> | undefined;
   try {
+    const timeout = options.timeout ?? DEFAULT_TIMEOUT_MS / 1000;
+    if (!(Number.isFinite(timeout) && timeout > 0)) {
+      throw new CtxError("EINVAL", `timeout must be a positive number of seconds, not ${timeout}`);
+    }
+    for (const a of args) {
+      if (new TextEncoder().encode(a).length >= MAX_ARG) {
+        throw new CtxError("E2BIG", `a tsh argument is over ${MAX_ARG - 1} bytes (the exec bound)`);
+      }
+    }
     await requireSandbox();
     const root = Deno.realPathSync(options.root);
     // Every control parsed fresh by the one loader (src/store/agent.ts), aliases resolved.
@@ -113,15 +138,14 @@ export async function runTsh(args: string[], options: RunOptions): Promise<ToolR
     // The view's binds: policy must grant each (checkMounts), and the sandbox must be able to
     // enforce each (planView); either refusal spawns nothing.
     checkMounts(agent);
-    const home = options.home ?? `${root}/home/${options.uid}/agent/${agent.name}`;
-    try {
-      Deno.statSync(home);
-    } catch {
-      // A home made here belongs to the agent identity: bwrap binds it as that uid.
-      ensureDir(home.slice(0, home.lastIndexOf("/")), 0o755);
-      ensureDir(home, 0o700);
-      if (Deno.uid() === 0) Deno.chownSync(home, agent.uid, agent.gid);
-    }
+    // The agent home belongs to the agent identity (bwrap binds it as that uid): root makes only
+    // home/<uid> and gives it away; everything below is made as the uid (never followed as root).
+    const home = options.home ?? ensureAgentHome(root, {
+      uid: options.uid,
+      gid: agent.gid,
+      groups: agent.groups,
+      agent: agent.name,
+    });
     const plan = planView({
       ctx: root,
       home,
@@ -145,6 +169,8 @@ export async function runTsh(args: string[], options: RunOptions): Promise<ToolR
       throw new CtxError("EACCES", `approval for ${prepared.tool} was not granted (fail closed)`);
     }
     if (options.signal?.aborted) throw new CtxError("ECANCELED", "run cancelled before spawn");
+    options.signal?.addEventListener("abort", stop, { once: true });
+    timer = setTimeout(stop, (timeout + SANDBOX_SLACK_S) * 1000);
     const res = await launch({
       ctx: root,
       workspace: plan.workspace,
@@ -176,12 +202,14 @@ export async function runTsh(args: string[], options: RunOptions): Promise<ToolR
         "--json",
         "--limit",
         String(limit),
+        "--timeout",
+        String(timeout),
         ...(cache === undefined ? [] : ["--cache", String(cache)]),
         "--",
         ...args,
       ],
     }, {
-      signal: options.signal,
+      signal: guard.signal,
       onReceipt: options.onReceipt,
       limit: 4 * limit + 65536,
       layout,
@@ -201,6 +229,19 @@ export async function runTsh(args: string[], options: RunOptions): Promise<ToolR
       `tsh produced no tool_result (exit ${res.code}): ${err.slice(0, 2000)}`,
     );
   } catch (e) {
-    return failed(name, toCtxError(e));
+    const err = toCtxError(e);
+    if (err.errno === "ECANCELED" && guard.signal.aborted && !options.signal?.aborted) {
+      return failed(
+        name,
+        new CtxError(
+          "ETIMEDOUT",
+          "the tool's sandbox outlived its wall-clock bound and was killed",
+        ),
+      );
+    }
+    return failed(name, err);
+  } finally {
+    clearTimeout(timer);
+    options.signal?.removeEventListener("abort", stop);
   }
 }

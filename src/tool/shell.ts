@@ -19,6 +19,8 @@ export interface ShellContext {
   limit: number;
   /** CTX_TOOL_CACHE as given to tsh (`--cache`), already clamped; it wins over the config. */
   cache?: number;
+  /** Wall-clock bound of a spawned tool in milliseconds (`--timeout`; default 120 s). */
+  timeout?: number;
 }
 
 const BUILTINS: Record<string, string> = {

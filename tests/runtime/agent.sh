@@ -39,6 +39,10 @@ sleep) # a long step with a background child in the same group
   wait
   printf '{"type":"delta","text":"late output"}\n'
   ;;
+ids) # the process credentials it runs with (real, effective, saved, fs ids; supplementary groups)
+  ids=$(grep -E '^(Uid|Gid|Groups):' /proc/$$/status | tr '\t\n' '  ' | tr -s ' ')
+  printf '{"type":"message","role":"assistant","content":"%s"}\n' "${ids% }"
+  ;;
 slow) sleep 1; printf '{"type":"message","role":"assistant","content":"slow answer"}\n' ;;
 start) printf '{"type":"start","run":"%s"}\n' "$CTX_RUN_ID" ;;
 done) printf '{"type":"done","status":"ok"}\n' ;;

@@ -28,6 +28,8 @@ console.log(
     pid: Deno.pid,
     agents: rt.agents(),
     recovered: rt.recovered,
+    broken: rt.broken,
+    failed: rt.failed,
     reaped: rt.reaped,
   }),
 );

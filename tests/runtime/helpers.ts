@@ -56,6 +56,8 @@ export interface Daemon {
   ready: {
     agents: string[];
     recovered: string[];
+    broken: { dir: string; errno: string; message: string }[];
+    failed: { dir: string; errno: string; message: string }[];
     reaped: { stopped: number[]; stale: string[] };
   };
   /** SIGTERM and wait. */
@@ -67,12 +69,18 @@ export interface Daemon {
 /** Starts the daemon with secrets in its environment and waits for its ready line. */
 export async function startDaemon(
   f: Fixture,
-  options: { approvalTimeoutMs?: number; env?: Record<string, string> } = {},
+  options: {
+    approvalTimeoutMs?: number;
+    env?: Record<string, string>;
+    /** A command prefix the daemon runs under (e.g. setpriv giving it supplementary groups). */
+    wrap?: string[];
+  } = {},
 ): Promise<Daemon> {
   const args = ["run", "-A", `${HERE}daemon.ts`, "--root", f.root, "--run", f.run];
   if (options.approvalTimeoutMs) args.push("--approval-timeout", String(options.approvalTimeoutMs));
-  const child = new Deno.Command(DENO, {
-    args,
+  const [cmd, ...pre] = [...(options.wrap ?? []), DENO];
+  const child = new Deno.Command(cmd, {
+    args: [...pre, ...args],
     clearEnv: true,
     env: {
       PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin",

@@ -20,7 +20,12 @@ Deno.test("every agent gets <run>/agent/<name>.sock, aliased at agent/<name>.soc
       assertEquals(st.mode! & 0o777, 0o666);
       assertEquals(Deno.readLinkSync(`${f.root}/agent/${a}.sock`), sock);
     }
-    assertEquals(Deno.statSync(`${f.run}/agent`).mode! & 0o777, 0o755);
+    // Sockets are reachable by name but not listable; receipts and the run index are root's.
+    const mode = (p: string) => Deno.statSync(`${f.run}/${p}`).mode! & 0o777;
+    assertEquals(
+      ["agent", "temp", "groups", "runs.sqlite", "runs.sqlite-wal", "runs.sqlite-shm"].map(mode),
+      [0o711, 0o711, 0o700, 0o600, 0o600, 0o600],
+    );
     const out = await ctx(f, ["agent", "send", "coder", "through", "the", "alias"]);
     assertEquals(out, { code: 0, stdout: "through the alias\n", stderr: "" });
   } finally {

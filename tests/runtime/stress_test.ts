@@ -1,7 +1,7 @@
 /** Must-show stress: kill -9 mid-run then restart, 20 concurrent clients on one session, frame fuzzing. */
 import { assert, assertEquals } from "../assert.ts";
 import { readRecords } from "../../src/store/jsonl.ts";
-import { sessionDirs } from "../../src/store/runs.ts";
+import { findSessions } from "../../src/store/session.ts";
 import { addTestAgent, cleanup, ctx, history, makeTree, Raw, startDaemon } from "./helpers.ts";
 
 Deno.test("kill -9 of the daemon mid-run: history stays parseable, the run is closed as interrupted, the restart serves", async () => {
@@ -168,7 +168,11 @@ Deno.test("fuzz: thousands of bad frames leave the daemon serving and every sess
     assert(sent >= 3000);
     const out = await ctx(f, ["agent", "send", "coder", "still", "serving"]);
     assertEquals(out, { code: 0, stdout: "still serving\n", stderr: "" });
-    for (const dir of sessionDirs(f.root, f.run)) {
+    // Every session, found the way startup finds them (each listed as its owner).
+    const owner = () => ({ uid: 0, gid: 0 });
+    const dirs = findSessions(f.root, f.run, owner).map((r) => r.dir);
+    assert(dirs.length > 0);
+    for (const dir of dirs) {
       for (const name of ["events.jsonl", "messages.jsonl"]) readRecords(`${dir}/${name}`);
       const ev = readRecords(`${dir}/events.jsonl`) as Record<string, unknown>[];
       const starts = ev.filter((x) => x.type === "start").length;

@@ -1,0 +1,133 @@
+/** Acting as a user on the filesystem: per-thread fsuid/fsgid/groups around a synchronous block. */
+import { CtxError } from "../abi/errno.ts";
+
+/** A filesystem identity: the uid, gid and supplementary groups path checks are made with. */
+export interface FsId {
+  uid: number;
+  gid: number;
+  /** Supplementary groups; default none. */
+  groups?: readonly number[];
+}
+
+type Libc = {
+  symbols: {
+    setfsuid(uid: number): number;
+    setfsgid(gid: number): number;
+    getgroups(size: number, list: Uint8Array): number;
+    syscall(nr: bigint, a: bigint, b: Uint8Array): bigint;
+  };
+};
+
+// setgroups(2) through glibc changes every thread (a signal broadcast); the raw system call
+// changes only the calling one, which is what a per-thread identity needs.
+const SYS_SETGROUPS: Record<string, bigint> = { x86_64: 116n, aarch64: 159n };
+const QUERY = 0xffffffff; // an invalid id: set*id fails and returns the current value
+
+let lib: Libc | undefined;
+
+function libc(): Libc {
+  lib ??= Deno.dlopen("libc.so.6", {
+    setfsuid: { parameters: ["u32"], result: "i32" },
+    setfsgid: { parameters: ["u32"], result: "i32" },
+    getgroups: { parameters: ["i32", "buffer"], result: "i32" },
+    // Variadic in C; glibc's syscall() only moves registers, so a fixed signature is sound.
+    syscall: { parameters: ["i64", "i64", "buffer"], result: "i64" },
+  }) as unknown as Libc;
+  return lib;
+}
+
+/** The calling thread's current fsuid and fsgid. */
+export function currentFsId(): { uid: number; gid: number } {
+  const s = libc().symbols;
+  return { uid: s.setfsuid(QUERY) >>> 0, gid: s.setfsgid(QUERY) >>> 0 };
+}
+
+function getGroups(): number[] {
+  const s = libc().symbols;
+  const count = s.getgroups(0, new Uint8Array(0));
+  const buf = new Uint32Array(Math.max(count, 1));
+  const n = count > 0 ? s.getgroups(count, new Uint8Array(buf.buffer)) : count;
+  if (n < 0) throw new CtxError("EPERM", "getgroups failed");
+  return [...buf.subarray(0, n)];
+}
+
+function setGroups(groups: readonly number[]): void {
+  const nr = SYS_SETGROUPS[Deno.build.arch];
+  if (nr === undefined) {
+    throw new CtxError("ENOTSUP", `no setgroups system call number for ${Deno.build.arch}`);
+  }
+  const list = new Uint32Array(groups.length ? groups : [0]);
+  const r = libc().symbols.syscall(nr, BigInt(groups.length), new Uint8Array(list.buffer));
+  if (r !== 0n) {
+    throw new CtxError("EPERM", `setgroups(${groups.join(",")}) failed on this thread`);
+  }
+}
+
+function same(a: readonly number[], b: readonly number[]): boolean {
+  if (a.length !== b.length) return false;
+  const s = [...a].sort((x, y) => x - y), t = [...b].sort((x, y) => x - y);
+  return s.every((v, i) => v === t[i]);
+}
+
+function switchTo(id: FsId, groups: readonly number[], now: readonly number[]): void {
+  const s = libc().symbols;
+  // Groups first: once the fsuid is not 0 the thread keeps CAP_SETGID, but be minimal anyway.
+  if (!same(groups, now)) setGroups(groups);
+  s.setfsgid(id.gid);
+  s.setfsuid(id.uid);
+  const got = currentFsId();
+  if (got.uid !== id.uid || got.gid !== id.gid) {
+    throw new CtxError(
+      "EPERM",
+      `cannot take filesystem identity ${id.uid}:${id.gid} (now ${got.uid}:${got.gid})`,
+    );
+  }
+}
+
+/**
+ * Runs `fn` with the filesystem identity `id` on this thread (setfsuid/setfsgid and a per-thread
+ * setgroups), then restores the previous identity, also when `fn` throws. Deno's synchronous fs
+ * calls run on the calling JS thread, so every path lookup inside `fn` is checked as that user:
+ * symlinks reach only what the user could reach, and new files are the user's. `fn` must be
+ * synchronous: an await would let other work run under the borrowed identity (a returned
+ * Promise is refused, after restoring). When `id` is already the thread's identity, `fn` runs
+ * as is.
+ */
+export function asUser<T>(id: FsId, fn: () => T): T {
+  // An unprivileged process has no identity to borrow and acts as itself already (and `ctx` runs
+  // without --allow-ffi): run as is.
+  if (Deno.uid() !== 0) return check(fn());
+  const prev = currentFsId();
+  const groups = id.groups ?? [];
+  const before = getGroups();
+  // Already this identity (or a daemon that is not root acting as itself: it could not change its
+  // groups, and it needs no borrowed identity for its own files).
+  if (prev.uid === id.uid && prev.gid === id.gid && (same(before, groups) || Deno.uid() !== 0)) {
+    return check(fn());
+  }
+  try {
+    switchTo(id, groups, before);
+    return check(fn());
+  } finally {
+    restore(prev, before, groups);
+  }
+}
+
+function restore(prev: { uid: number; gid: number }, groups: number[], now: readonly number[]) {
+  const s = libc().symbols;
+  s.setfsuid(prev.uid);
+  s.setfsgid(prev.gid);
+  if (!same(groups, now)) setGroups(groups);
+  const got = currentFsId();
+  if (got.uid !== prev.uid || got.gid !== prev.gid) {
+    // Should never happen for root; a thread left as the user has less authority, not more.
+    throw new CtxError("EPERM", `could not restore filesystem identity ${prev.uid}:${prev.gid}`);
+  }
+}
+
+function check<T>(v: T): T {
+  if (typeof (v as { then?: unknown })?.then === "function") {
+    throw new CtxError("EINVAL", "asUser() needs a synchronous function (it returned a Promise)");
+  }
+  return v;
+}

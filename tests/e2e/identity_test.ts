@@ -1,0 +1,261 @@
+/** The root daemon never acts on a user's behalf with root's authority: real cortexfsd, real uid 1000. */
+import { assert, assertEquals } from "../assert.ts";
+import {
+  cleanup,
+  type Daemon,
+  makeTree,
+  sh,
+  startDaemon as startMount,
+  until,
+} from "../fuse/fixture.ts";
+import { ctx as ctxRun, nobodyDenoDir } from "../ctx/run.ts";
+import { createAgent } from "../../src/store/agent_new.ts";
+import { readRecords } from "../../src/store/jsonl.ts";
+
+const root = Deno.uid() === 0;
+
+/** Starts cortexfsd and waits until its runtime serves the agent sockets too (after the mount). */
+async function startDaemon(tree: Tree): Promise<Daemon> {
+  const d = await startMount(tree);
+  await until(() => d.log().includes("agent sockets under"), "the agent sockets");
+  return d;
+}
+const USER = 1000;
+
+type Tree = Awaited<ReturnType<typeof makeTree>>;
+
+/** `ctx ARGS` through the mount, as root or (with `as`) as another uid. */
+function client(tree: Tree, denoDir: string) {
+  return (args: string[], as?: number) =>
+    ctxRun(args, {
+      as,
+      env: as === undefined
+        ? { CTX_ROOT: tree.mount }
+        : { CTX_ROOT: tree.mount, DENO_DIR: denoDir, HOME: denoDir },
+    });
+}
+
+Deno.test({
+  name: "a uid's symlinks in its own session reach nothing of root's: send and resume fail closed",
+  ignore: !root,
+  async fn() {
+    const tree = await makeTree();
+    const denoDir = nobodyDenoDir(USER);
+    let d: Daemon | null = null;
+    try {
+      createAgent(tree.root, "bob", { uid: USER, gid: USER });
+      const secret = `${tree.dir}/root-secret`;
+      Deno.writeTextFileSync(secret, "ROOT ONLY\n", { mode: 0o600 });
+      const secretBefore = Deno.statSync(secret).mtime?.getTime();
+      d = await startDaemon(tree);
+      const ctx = client(tree, denoDir);
+
+      const rootRun = await ctx(["agent", "send", "coder", "root private history"]);
+      const bobRun = await ctx(["agent", "send", "bob", "hello from bob"], USER);
+      assertEquals([rootRun.code, bobRun.code, bobRun.stdout], [0, 0, "hello from bob\n"]);
+      // home/1000 belongs to the uid (so it can write there through the mount); below it, the
+      // runtime created everything as the uid.
+      const own = (p: string) => {
+        const s = Deno.lstatSync(`${tree.root}/${p}`);
+        return [s.uid, s.gid, (s.mode ?? 0) & 0o7777];
+      };
+      const session = "home/1000/agent/bob/session/default";
+      assertEquals(
+        ["home/1000/agent/bob", session, `${session}/messages.jsonl`].map(own),
+        [[USER, USER, 0o700], [USER, USER, 0o700], [USER, USER, 0o600]],
+      );
+      assertEquals(own("home/1000").slice(0, 2), [USER, USER]);
+      const touch = await sh(`touch '${tree.mount}/home/1000/x' && echo ok`, { uid: USER });
+      assertEquals(touch.stdout, "ok\n");
+
+      // 1. messages.jsonl -> a root-owned 0600 file: the append fails as uid 1000.
+      const plant = (target: string, name = "messages.jsonl") =>
+        sh(`cd '${tree.root}/${session}' && rm -f ${name} && ln -s '${target}' ${name}`, {
+          uid: USER,
+        });
+      assertEquals((await plant(secret)).code, 0);
+      const send = await ctx(["agent", "send", "bob", "x", "--json"], USER);
+      const frames = send.stdout.trim().split("\n").map((l) => JSON.parse(l));
+      assertEquals(frames.filter((f) => f.type === "error").map((f) => f.code), ["EACCES"]);
+      assertEquals(frames.at(-1)?.status, "error");
+      assertEquals(send.code !== 0, true);
+      assertEquals(Deno.readTextFileSync(secret), "ROOT ONLY\n");
+      assertEquals(Deno.statSync(secret).mtime?.getTime(), secretBefore);
+
+      // 2. messages.jsonl -> root's own history: resume prints none of it, for uid 1000 and
+      //    for root alike (the daemon reads bob's session as bob, whoever asks).
+      const rootHistory = `${tree.root}/home/0/agent/coder/session/default/messages.jsonl`;
+      assertEquals((await plant(rootHistory)).code, 0);
+      for (const as of [USER, undefined]) {
+        const resume = await ctx(["agent", "resume", "bob", "--session", "default"], as);
+        assert(!resume.stdout.includes("root private history"), resume.stdout);
+        assertEquals(resume.code !== 0, true);
+        assertStderr(resume.stderr, "EACCES");
+      }
+
+      // 3. events.jsonl -> root's events: a restart must not index root's runs under bob's
+      //    session (a replayed request id would stream root's frames to uid 1000).
+      const rootEvents = `${tree.root}/home/0/agent/coder/session/default/events.jsonl`;
+      const rootStart = (readRecords(rootEvents) as { type: string; client_id?: string }[])
+        .find((e) => e.type === "start");
+      assertEquals((await plant(rootEvents, "events.jsonl")).code, 0);
+      assertEquals(await d.stop(), 0);
+      d = await startDaemon(tree);
+      const dir = `${tree.root}/${session}`;
+      assert(d.log().includes(`skipping ${dir}: EACCES`), d.log());
+      const replay = await sh(
+        `'${Deno.execPath()}' run -A --no-config '${PEER}' '${tree.mount}/agent/bob.sock' '${
+          JSON.stringify({
+            op: "send",
+            id: rootStart?.client_id,
+            session: "default",
+            input: "root private history",
+          })
+        }'`,
+        { uid: USER, cwd: tree.dir },
+      );
+      assert(!replay.stdout.includes("root private history"), replay.stdout);
+      const answer = replay.stdout.trim().split("\n").map((l) => JSON.parse(l));
+      assertEquals(answer.map((f) => f.code), ["EIO"]);
+      assert(answer[0].message.includes(dir), answer[0].message);
+
+      // Normal runs still work for root's agent and for uid 1000's other sessions.
+      const again = await ctx(["agent", "send", "coder", "still root"]);
+      const other = await ctx(["agent", "send", "bob", "--session", "s2", "bob again"], USER);
+      assertEquals([again.code, again.stdout, other.code, other.stdout], [
+        0,
+        "still root\n",
+        0,
+        "bob again\n",
+      ]);
+    } finally {
+      await cleanup(d, tree);
+      Deno.removeSync(denoDir, { recursive: true });
+    }
+  },
+});
+
+const PEER = new URL("../runtime/peer.ts", import.meta.url).pathname;
+
+function assertStderr(stderr: string, errno: string) {
+  assert(stderr.includes(errno), `expected ${errno} in: ${stderr}`);
+}
+
+const AGENT = new URL("../runtime/agent.sh", import.meta.url).pathname;
+
+/** Kills cortexfsd with SIGKILL and lazily unmounts what it left (ENOTCONN until then). */
+async function kill9(d: Daemon, tree: Tree): Promise<void> {
+  d.child.kill("SIGKILL");
+  await d.stop();
+  await new Deno.Command("umount", { args: ["-l", tree.mount] }).output();
+}
+
+Deno.test({
+  name:
+    "kill -9 of cortexfsd mid-run: both JSONL files parse, the run is closed as interrupted, the restart serves",
+  ignore: !root,
+  async fn() {
+    const tree = await makeTree();
+    let d: Daemon | null = null;
+    try {
+      const logs = `${tree.dir}/logs`;
+      Deno.mkdirSync(logs);
+      createAgent(tree.root, "t", { uid: 0, gid: 0, exec: AGENT });
+      Deno.writeTextFileSync(`${tree.root}/agent/t.d/env`, `LOG_DIR=${logs}\n`);
+      d = await startDaemon(tree);
+      const status = () => Deno.readTextFileSync(`${tree.root}/agent/t.d/status`);
+      assertEquals(status(), "ready\n");
+      const ctx = client(tree, "");
+      // A run that sleeps inside the agent, streaming one delta first.
+      const child = new Deno.Command(Deno.execPath(), {
+        args: [
+          "run",
+          "-A",
+          "--no-config",
+          PEER,
+          `${tree.run}/agent/t.sock`,
+          '{"op":"send","id":"k-1","session":"default","input":"sleep"}',
+        ],
+        stdout: "piped",
+        stderr: "null",
+      }).spawn();
+      const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+      let seen = "";
+      while (!seen.includes("sleeping")) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        seen += value;
+      }
+      assertEquals([seen.includes("sleeping"), status()], [true, "busy\n"]);
+      await kill9(d, tree);
+      d = null;
+      await reader.cancel().catch(() => {});
+      await child.status;
+
+      d = await startDaemon(tree);
+      assertEquals(status(), "ready\n");
+      const dir = `${tree.root}/home/0/agent/t/session/default`;
+      const events = readRecords(`${dir}/events.jsonl`) as Record<string, unknown>[];
+      const messages = readRecords(`${dir}/messages.jsonl`) as Record<string, unknown>[];
+      assertEquals(events.slice(-2).map((e) => [e.type, e.code ?? e.status]), [
+        ["error", "EINTR"],
+        ["done", "error"],
+      ]);
+      assertEquals(messages.map((m) => m.role), ["user"]);
+      assertEquals(Deno.readTextFileSync(`${dir}/state`), "error\n");
+      const next = await ctx(["agent", "send", "t", "echo", "after", "restart"]);
+      assertEquals([next.code, next.stdout.includes("after")], [0, true]);
+      assertEquals(await d.stop(), 0);
+      d = null;
+      assertEquals(
+        [status(), Deno.readTextFileSync(`${tree.root}/agent/t.d/pid`)],
+        ["dead\n", ""],
+      );
+    } finally {
+      await cleanup(d, tree);
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "a torn tail in one user's session does not keep cortexfsd from starting; the rest is served",
+  ignore: !root,
+  async fn() {
+    const tree = await makeTree();
+    const denoDir = nobodyDenoDir(USER);
+    let d: Daemon | null = null;
+    try {
+      createAgent(tree.root, "bob", { uid: USER, gid: USER });
+      d = await startDaemon(tree);
+      const ctx = client(tree, denoDir);
+      assertEquals((await ctx(["agent", "send", "bob", "first"], USER)).code, 0);
+      assertEquals(await d.stop(), 0);
+      // The user tears its own history (no newline at the end), as uid 1000.
+      const dir = `${tree.root}/home/1000/agent/bob/session/default`;
+      const cut = await sh(`printf '{"type":"start","run":"ctx-' >> '${dir}/events.jsonl'`, {
+        uid: USER,
+      });
+      assertEquals(cut.code, 0);
+      const torn = Deno.readTextFileSync(`${dir}/events.jsonl`);
+      d = await startDaemon(tree);
+      assert(d.log().includes(`skipping ${dir}: EIO`), d.log());
+      const coder = await ctx(["agent", "send", "coder", "served"]);
+      const other = await ctx(["agent", "send", "bob", "--session", "s2", "other"], USER);
+      const broken = await ctx(["agent", "send", "bob", "--session", "default", "x"], USER);
+      assertEquals([coder.code, coder.stdout, other.code, other.stdout], [
+        0,
+        "served\n",
+        0,
+        "other\n",
+      ]);
+      assertEquals(broken.code !== 0, true);
+      assertStderr(broken.stderr, "EIO");
+      assert(broken.stderr.includes(dir), broken.stderr);
+      assertEquals(Deno.readTextFileSync(`${dir}/events.jsonl`), torn); // never repaired
+    } finally {
+      await cleanup(d, tree);
+      Deno.removeSync(denoDir, { recursive: true });
+    }
+  },
+});

@@ -1,0 +1,141 @@
+/** Agent identity: exact uid/gid/groups for agent processes, owner-made session trees, status/pid. */
+import { assert, assertEquals } from "../assert.ts";
+import { replaceFile } from "../../src/store/atomic.ts";
+import { addTestAgent, cleanup, ctx, makeTree, Raw, startDaemon } from "./helpers.ts";
+
+const root = Deno.uid() === 0;
+
+function ids(uid: number, gid: number, groups: number[]): string {
+  const g = groups.length ? ` ${groups.join(" ")}` : "";
+  return `Uid: ${uid} ${uid} ${uid} ${uid} Gid: ${gid} ${gid} ${gid} ${gid} Groups:${g}`;
+}
+
+Deno.test({
+  name: "executable agents run with exactly the agent's uid, gid and groups, also when they are 0",
+  ignore: !root,
+  async fn() {
+    const f = await makeTree();
+    Deno.chmodSync(f.tmp, 0o755); // uid 1000 must reach its program in the tree
+    Deno.chmodSync(f.logs, 0o777);
+    const agents: [string, number, number, number[]][] = [
+      ["zero", 0, 0, []],
+      ["gidzero", 1000, 0, []],
+      ["grouped", 1000, 1000, [1001, 1002]],
+    ];
+    for (const [name, uid, gid, groups] of agents) {
+      addTestAgent(f, name);
+      const d = `${f.root}/agent/${name}.d`;
+      replaceFile(`${d}/uid`, `${uid}\n`);
+      replaceFile(`${d}/gid`, `${gid}\n`);
+      replaceFile(`${d}/groups`, groups.map((g) => `${g}\n`).join(""));
+    }
+    // The daemon has supplementary groups of its own: none may reach an agent.
+    const d = await startDaemon(f, { wrap: ["setpriv", "--groups=4,27", "--"] });
+    try {
+      const seen: Record<string, unknown> = {};
+      for (const [name] of agents) {
+        const out = await ctx(f, ["agent", "send", name, "ids"]);
+        seen[name] = { code: out.code, out: out.stdout.trim() };
+      }
+      assertEquals(
+        seen,
+        Object.fromEntries(
+          agents.map(([n, u, g, gs]) => [n, { code: 0, out: ids(u, g, gs) }]),
+        ),
+      );
+      // The uid 1000 agents' sessions were made as that identity: home/1000 given to it by root,
+      // everything below created by it (no chown).
+      const st = (p: string) => {
+        const s = Deno.lstatSync(`${f.root}/${p}`);
+        return [s.uid, s.gid, (s.mode ?? 0) & 0o7777];
+      };
+      assertEquals(
+        [
+          "home/1000",
+          "home/1000/agent/grouped",
+          "home/1000/agent/grouped/session/default",
+          "home/1000/agent/grouped/session/default/events.jsonl",
+          "home/1000/agent/gidzero/session/default/state",
+        ].map(st),
+        [[1000, 0], [1000, 1000, 0o700], [1000, 1000, 0o700], [1000, 1000, 0o600], [
+          1000,
+          0,
+          0o600,
+        ]].map((x) => x.length === 2 ? [...x, 0o700] : x),
+      );
+    } finally {
+      await d.stop();
+      await cleanup(f);
+    }
+  },
+});
+
+Deno.test("agent/<n>.d/status and pid: ready with the daemon pid while served, busy during a run, dead after", async () => {
+  const f = await makeTree();
+  addTestAgent(f, "t");
+  const read = () => {
+    const r = (c: string) => Deno.readTextFileSync(`${f.root}/agent/t.d/${c}`);
+    return { status: r("status"), pid: r("pid") };
+  };
+  const before = read();
+  const d = await startDaemon(f);
+  try {
+    const pid = `${d.child.pid}\n`;
+    const served = read();
+    const c = await Raw.connect(`${f.root}/agent/t.sock`);
+    c.write({ op: "send", id: "slow-1", input: "slow" });
+    await c.until((fs) => fs.some((x) => x.type === "start"));
+    const busy = read();
+    await c.run();
+    c.close();
+    const after = read();
+    assertEquals({ before, served, busy, after }, {
+      before: { status: "dead\n", pid: "" },
+      served: { status: "ready\n", pid },
+      busy: { status: "busy\n", pid },
+      after: { status: "ready\n", pid },
+    });
+  } finally {
+    await d.stop();
+  }
+  try {
+    const mode = (Deno.statSync(`${f.root}/agent/t.d/status`).mode ?? 0) & 0o777;
+    assertEquals({ ...read(), mode }, { status: "dead\n", pid: "", mode: 0o644 }); // the mode it was created with
+  } finally {
+    await cleanup(f);
+  }
+});
+
+Deno.test("a torn history tail isolates that session only: startup reports it, requests to it answer EIO, nothing is repaired", async () => {
+  const f = await makeTree();
+  addTestAgent(f, "t");
+  let d = await startDaemon(f);
+  try {
+    assertEquals((await ctx(f, ["agent", "send", "t", "echo", "one"])).code, 0);
+    assertEquals((await ctx(f, ["agent", "send", "t", "--session", "b", "echo", "two"])).code, 0);
+    await d.stop();
+    const dir = `${f.root}/home/0/agent/t/session/default`;
+    const torn = Deno.readTextFileSync(`${dir}/events.jsonl`) + '{"type":"start","run":"ctx-';
+    Deno.writeTextFileSync(`${dir}/events.jsonl`, torn);
+    d = await startDaemon(f);
+    assertEquals(d.ready.broken, [{
+      dir,
+      errno: "EIO",
+      message: "history ends without a newline (truncated record)",
+    }]);
+    assertEquals(d.ready.agents, ["coder", "t"]);
+    const bad = await ctx(f, ["agent", "send", "t", "--session", "default", "echo", "three"]);
+    assertEquals(bad.code !== 0, true);
+    assert(bad.stderr.includes("EIO") && bad.stderr.includes(dir), bad.stderr);
+    const resume = await ctx(f, ["agent", "resume", "t", "--session", "default"]);
+    assert(resume.code !== 0 && resume.stderr.includes(dir), resume.stderr);
+    assertEquals(Deno.readTextFileSync(`${dir}/events.jsonl`), torn);
+    // The other session of the same agent, and every other agent, are served.
+    const ok = await ctx(f, ["agent", "send", "t", "--session", "b", "echo", "four"]);
+    const coder = await ctx(f, ["agent", "send", "coder", "still", "here"]);
+    assertEquals([ok.code, coder.code, coder.stdout], [0, 0, "still here\n"]);
+  } finally {
+    await d.stop();
+    await cleanup(f);
+  }
+});
