@@ -112,10 +112,15 @@ export function mkdirOnce(dir: string, mode: number): boolean {
   return true;
 }
 
-/** True when root may create entries in `dir` on a user's behalf: root's own, writable by no one else. */
+/**
+ * True when root may create entries in `dir` on a user's behalf: root's own (or the caller's) and
+ * writable by no one else, or root's with the sticky bit (the mount shows `home/` as 01777: nobody
+ * can remove or rename an entry they do not own there, and an existing entry is lstat-checked).
+ */
 function trusted(st: Deno.FileInfo, self: number): boolean {
+  const mode = st.mode ?? 0;
   return st.isDirectory && !st.isSymlink && (st.uid === 0 || st.uid === self) &&
-    ((st.mode ?? 0) & 0o022) === 0;
+    ((mode & 0o022) === 0 || (st.uid === 0 && (mode & 0o1000) !== 0));
 }
 
 /**

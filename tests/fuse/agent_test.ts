@@ -17,7 +17,10 @@ function snapshot(root: string, name: string, uid: number): Snap {
   };
   add(`agent/${name}`);
   add(`agent/${name}.d`);
-  for (const e of Deno.readDirSync(`${root}/agent/${name}.d`)) add(`agent/${name}.d/${e.name}`);
+  for (const e of Deno.readDirSync(`${root}/agent/${name}.d`)) {
+    // status and pid are the runtime's projections: a served agent reads ready + the daemon pid.
+    if (e.name !== "status" && e.name !== "pid") add(`agent/${name}.d/${e.name}`);
+  }
   for (const d of ["", "/agent", "/model", "/tool", `/agent/${name}`, `/agent/${name}/session`]) {
     add(`home/${uid}${d}`);
   }
@@ -46,6 +49,9 @@ Deno.test("ctx agent new through the mount (root and uid 65534) makes what it ma
     createAgent(ref.root, "mine", { uid: 65534, gid: 65534, perm: "r--" });
     assertEquals(snapshot(tree.root, "ops", 0), snapshot(ref.root, "ops", 0));
     assertEquals(snapshot(tree.root, "mine", 65534), snapshot(ref.root, "mine", 65534));
+    const shown = (n: string, f: string) => Deno.readTextFileSync(`${tree.root}/agent/${n}.d/${f}`);
+    assertEquals([shown("ops", "status"), shown("mine", "status")], ["ready\n", "ready\n"]);
+    assertEquals(Number(shown("ops", "pid")) === d.child.pid, true);
 
     // Served at once: the alias resolves to a live socket, and a send works right away.
     const sock = await sh(
