@@ -95,7 +95,10 @@ async function approve(ctx: CallContext, call: ToolCall, tool: string, argv: str
 }
 
 /** Executes one call fully on the host side and returns the observation for the next step. */
-export async function executeCall(ctx: CallContext, call: ToolCall): Promise<Observation> {
+export async function executeCall(
+  ctx: CallContext,
+  call: ToolCall,
+): Promise<{ obs: Observation; errno?: string }> {
   const { run, agent } = ctx;
   await run.emit({ type: "tool_call", id: call.id, name: call.name, arguments: call.arguments });
   let result: ToolResult;
@@ -144,5 +147,5 @@ export async function executeCall(ctx: CallContext, call: ToolCall): Promise<Obs
     arguments: call.arguments,
     content: [part],
   });
-  return obs;
+  return { obs, ...(result.errno ? { errno: result.errno } : {}) };
 }

@@ -250,7 +250,7 @@ export async function execLoop(x: ExecRun): Promise<void> {
           return run.finish("error");
         }
         seen.add(end.call.id);
-        obs = await executeCall(x, end.call);
+        obs = (await executeCall(x, end.call)).obs;
         if (run.finished) return;
       }
     }

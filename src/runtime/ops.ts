@@ -239,7 +239,7 @@ export async function opTsh(ctx: OpContext, conn: Conn, name: string, req: TshRe
   await begin(ctx, conn, o, "tsh", payload, async (run) => {
     run.activate();
     // The human typed this command: approval (a guard on agent-originated calls) does not apply.
-    const obs = await executeCall({
+    const { obs, errno } = await executeCall({
       run,
       host: ctx.host,
       agent: { ...agent, approval: "auto" },
@@ -250,9 +250,11 @@ export async function opTsh(ctx: OpContext, conn: Conn, name: string, req: TshRe
       toolCache: ctx.toolCache,
     }, { id: "call-1", name: "tsh", arguments: { args: req.args } });
     if (obs.status === "ok") return run.finish("ok", { latest: obs.content });
+    // The tool's own errno (EACCES for a refused call, ENOENT for an unknown tool...); a tool
+    // that ran and failed has none: EIO.
     await run.emit({
       type: "error",
-      code: "EIO",
+      code: errno ?? "EIO",
       message: "the tsh command failed",
       tool: obs.name,
     });

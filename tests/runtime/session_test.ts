@@ -185,6 +185,9 @@ Deno.test("a repeated request id replays the stored frames, runs nothing again, 
     const t1 = await request(f, "t", { op: "tsh", id: "tsh-1", args: ["tools"] });
     assertEquals(await request(f, "t", { op: "tsh", id: "tsh-1", args: ["tools"] }), t1);
     assertEquals(t1.map((x) => x.type), ["start", "tool_call", "message", "done"]);
+    // A refused or unknown tool: the error frame carries the tool's own errno, not a blanket EIO.
+    const missing = await request(f, "t", { op: "tsh", id: "tsh-2", args: ["no-such-tool"] });
+    assertEquals(missing.filter((x) => x.type === "error").map((x) => x.code), ["ENOENT"]);
   } finally {
     await d.stop();
     await cleanup(f);
