@@ -89,7 +89,7 @@ export function struct<T extends string>(
 /**
  * Decodes `s` from `view` at `at`. u64 values become numbers: exact below 2^53, which holds for
  * every u64 this server reads (nodeids, handles and offsets it issued, sizes); lock owners may lose
- * bits and are never used.
+ * low bits and are only compared for equality (FLUSH of a control: which process closes).
  */
 export function decode<T extends string>(
   s: Struct<T>,

@@ -92,12 +92,36 @@ export function commitControl(
   bytes: Uint8Array,
   options: { uid: number; gid: number },
 ): void {
+  judge(root, abiPath, bytes, options, true);
+}
+
+/**
+ * Applies every rule {@link commitControl} applies and writes nothing: an open control handle
+ * judges its content at WRITE and commits it only when it is closed.
+ */
+export function checkCommit(
+  root: string,
+  abiPath: string,
+  bytes: Uint8Array,
+  options: { uid: number; gid: number },
+): void {
+  judge(root, abiPath, bytes, options, false);
+}
+
+function judge(
+  root: string,
+  abiPath: string,
+  bytes: Uint8Array,
+  options: { uid: number; gid: number },
+  write: boolean,
+): void {
   const ref = classify(abiPath);
   if (
     !ref || ref.kind !== "agent" || ref.base !== "agent" || !isName(ref.object) ||
     !creating(root, ref.object)
   ) {
-    return writeControl(root, abiPath, bytes, { uid: options.uid });
+    const f = write ? writeControl : checkControl;
+    return f(root, abiPath, bytes, { uid: options.uid });
   }
   const owner = objectOwner(root, abiPath);
   if (options.uid !== 0 && owner !== options.uid) {
@@ -123,7 +147,7 @@ export function commitControl(
       { path: abiPath },
     );
   }
-  if (spec.writable) return writeControl(root, abiPath, bytes);
+  if (spec.writable) return (write ? writeControl : checkControl)(root, abiPath, bytes);
   // A projection (status, pid, log) gets its initial value once, while the agent is made.
   const path = `${root}/${abiPath}`;
   let exists = true;
@@ -143,6 +167,7 @@ export function commitControl(
     const err = toCtxError(e, abiPath);
     throw new CtxError(err.errno, `Cannot set "${ref.control}": ${err.message}`, { path: abiPath });
   }
+  if (!write) return;
   const dir = Deno.lstatSync(`${root}/${dirOf(ref)}`);
   replaceFile(path, bytes, { mode: 0o644, uid: dir.uid ?? 0, gid: dir.gid ?? 0 });
 }

@@ -56,13 +56,23 @@ export function resize(t: { data: Uint8Array; len: number }, size: number): numb
 }
 
 /**
- * A control opened for writing. The content starts as the control's bytes (or empty with
- * O_TRUNC); every write is applied to the buffer and the buffer is offered to validation at once:
- * valid content is committed (atomic replace) right away. Invalid content written at offset 0 —
- * the whole new file in one write, which is what `echo`, `printf`, `tee` and `cp` do for anything
- * up to 64 KiB because st_blksize is 64 KiB — fails that write with the rule's errno. Invalid
- * content that ends a line fails its write too; content ending mid-line stays pending and is
- * judged again at FLUSH (close).
+ * A control opened for writing: all or nothing per open file description. The content starts as
+ * the control's bytes (or empty with O_TRUNC) and every WRITE or ftruncate changes only this
+ * buffer; readers keep seeing the committed bytes until the handle commits the whole buffer
+ * through validation and an atomic replace.
+ *
+ * - WRITE validates (without committing) content that is judged final: written at offset 0 (the
+ *   whole file in one write, which `echo`, `printf`, `tee` and `cp` do for anything up to 64 KiB
+ *   because st_blksize is 64 KiB) or ending a line. Invalid final content, or content crossing
+ *   64 KiB, fails that write(2) with the rule's errno (shells ignore close errors, so this is
+ *   what they hear) and spoils the handle: nothing it holds is ever committed, and every later
+ *   write, ftruncate and FLUSH answers the same errno. Content ending mid-line stays pending.
+ * - FLUSH (each close of a descriptor) from the process that flushed the handle first commits
+ *   the buffer when anything was written or truncated; an invalid buffer spoils the handle.
+ *   Other processes' FLUSHes (forked commands sharing a redirection) and a FLUSH before any
+ *   write (a shell closes the opened fd right after dup2, with O_TRUNC pending) only validate:
+ *   they report the errno, commit nothing and spoil nothing.
+ * - RELEASE (the last reference gone) commits what is still pending and valid (`: > policy`).
  */
 export class ControlWriter {
   readonly path: string;
@@ -72,7 +82,15 @@ export class ControlWriter {
   len: number;
   /** Buffer differs from what is committed (a truncation or a write is pending). */
   dirty: boolean;
+  /** The first failure (-errno); once set, nothing of this handle is committed. */
+  failed = 0;
+  /** A WRITE or ftruncate changed the buffer (O_TRUNC alone does not count). */
+  #changed = false;
+  /** The lock owner (open file table) of the first FLUSH: the opener, in practice. */
+  #flusher: number | null = null;
+  #append: boolean;
   #commit: Commit;
+  #check: Commit;
 
   constructor(
     path: string,
@@ -81,7 +99,12 @@ export class ControlWriter {
       gid: number;
       initial: Uint8Array;
       truncated: boolean;
+      /** Opened with O_APPEND: every write goes to the end of this handle's content. */
+      append?: boolean;
+      /** Validates and atomically replaces the control. */
       commit: Commit;
+      /** Validates only (the same rules, nothing written). */
+      check: Commit;
     },
   ) {
     this.path = path;
@@ -91,38 +114,59 @@ export class ControlWriter {
     this.data.set(options.initial);
     this.len = options.initial.length;
     this.dirty = options.truncated;
+    this.#append = options.append ?? false;
     this.#commit = options.commit;
+    this.#check = options.check;
   }
 
-  /** WRITE: bytes accepted or -errno. */
+  /** WRITE: bytes accepted or -errno (EMSGSIZE past 64 KiB; the rule's errno for final content). */
   write(offset: number, data: Uint8Array): number {
+    if (this.failed) return this.failed;
+    // The kernel places an O_APPEND write at its cached file size, which a GETATTR (still the
+    // committed size) may have reset meanwhile: the end of this handle's content is the truth.
+    if (this.#append) offset = this.len;
     const n = put(this, offset, data);
-    if (n < 0) return n;
-    this.dirty = true;
-    const err = this.#try();
-    if (err === 0) return n;
-    // Judged final, so the writer hears the errno from write(2) (shells ignore close errors): the
-    // whole file written at offset 0, or content that ends a line (`echo bad >> policy`). A later
-    // chunk ending mid-line may still be completed by the next write: FLUSH decides.
+    if (n < 0) return (this.failed = n);
+    this.dirty = this.#changed = true;
+    // Judged final, so the writer hears the errno from write(2): the whole file written at
+    // offset 0, or content that ends a line (`echo bad >> policy`). A later chunk ending
+    // mid-line may still be completed by the next write: FLUSH decides.
     if (offset === 0 || this.data[this.len - 1] === 0x0a) {
-      this.dirty = false; // nothing of this content is committed later
-      return err;
+      const err = this.#run(this.#check);
+      if (err < 0) return (this.failed = err);
     }
     return n;
   }
 
-  /** SETATTR size through this handle (ftruncate): pending until the next write or close. */
+  /** SETATTR size through this handle (ftruncate): pending until the handle commits. */
   truncate(size: number): number {
+    if (this.failed) return this.failed;
     const r = resize(this, size);
-    if (r === 0) this.dirty = true;
-    return r;
+    if (r < 0) return (this.failed = r);
+    this.dirty = this.#changed = true;
+    return 0;
   }
 
-  /** FLUSH / FSYNC / RELEASE: commits pending content; 0 or -errno (the control keeps its bytes). */
-  flush(): number {
+  /**
+   * FLUSH (close(2) of one descriptor, `owner` = the closing process's lock owner) or FSYNC
+   * (`owner` null: the caller asked for what it wrote to be durable): 0 or -errno.
+   */
+  flush(owner: number | null): number {
+    if (owner !== null) this.#flusher ??= owner;
+    if (this.failed) return this.failed;
     if (!this.dirty) return 0;
+    if (!this.#changed || (owner !== null && owner !== this.#flusher)) {
+      return this.#run(this.#check);
+    }
+    const err = this.#run(this.#commit);
+    if (err < 0) return (this.failed = err);
     this.dirty = false;
-    return this.#try();
+    return 0;
+  }
+
+  /** RELEASE: commits what is pending and valid; nobody is left to hear an error. */
+  release(): void {
+    if (!this.failed && this.dirty && this.#run(this.#commit) === 0) this.dirty = false;
   }
 
   /** The current content (for reads through the same handle). */
@@ -130,10 +174,9 @@ export class ControlWriter {
     return this.data.subarray(0, this.len);
   }
 
-  #try(): number {
+  #run(f: Commit): number {
     try {
-      this.#commit(this.path, this.data.slice(0, this.len), { uid: this.uid, gid: this.gid });
-      this.dirty = false;
+      f(this.path, this.data.slice(0, this.len), { uid: this.uid, gid: this.gid });
       return 0;
     } catch (e) {
       const err = e instanceof CtxError ? e : toCtxError(e, this.path);

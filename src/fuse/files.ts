@@ -30,7 +30,11 @@ export class Files {
   }
 
   /** A writer for control `path`: the rules of who may write which control, or -errno. */
-  #writer(path: string, req: Request, options: { truncate: boolean }): ControlWriter | number {
+  #writer(
+    path: string,
+    req: Request,
+    options: { truncate: boolean; append?: boolean },
+  ): ControlWriter | number {
     const o = this.#t.o;
     const uid = req.uid;
     const ck = o.controlKind(path);
@@ -50,7 +54,9 @@ export class Files {
       gid: req.gid,
       initial,
       truncated: options.truncate,
+      append: options.append,
       commit: o.commit,
+      check: o.check,
     });
   }
 
@@ -88,7 +94,10 @@ export class Files {
           if (fd < 0) return fd;
           return t.openOut(out, 0, t.fh({ t: "control", fd, writer: null }), DIRECT);
         }
-        const w = this.#writer(path, req, { truncate: !!(flags & libc.O.TRUNC) });
+        const w = this.#writer(path, req, {
+          truncate: !!(flags & libc.O.TRUNC),
+          append: !!(flags & libc.O.APPEND),
+        });
         if (typeof w === "number") return w;
         return t.openOut(out, 0, t.fh({ t: "control", fd: -1, writer: w }), DIRECT);
       }
@@ -155,7 +164,10 @@ export class Files {
       if (n < 0) return n;
       return t.openOut(out, n, t.fh({ t: "temp", temp }), DIRECT);
     }
-    const w = this.#writer(path, req, { truncate: true });
+    const w = this.#writer(path, req, {
+      truncate: true,
+      append: !!(req.arg.flags & libc.O.APPEND),
+    });
     if (typeof w === "number") return w;
     const node = t.nodes.ref(path);
     const attr = virtualAttr(path, { mode: S.IFREG | 0o644, size: 0, uid: req.uid, time: t.start });
@@ -215,17 +227,17 @@ export class Files {
     return encode(WRITE_OUT, v, o, { size: n }) - o;
   }
 
-  /** FLUSH (every close): a pending control write is judged here and its errno reaches close(2). */
+  /** FLUSH (every close): a control handle commits here, and its errno reaches close(2). */
   flush(req: Request): number {
     const h = this.#t.handles.get(req.arg.fh);
-    return h?.t === "control" && h.writer ? h.writer.flush() : 0;
+    return h?.t === "control" && h.writer ? h.writer.flush(req.arg.lock_owner) : 0;
   }
 
   /** FSYNC. */
   fsync(req: Request): number {
     const h = this.#t.handles.get(req.arg.fh);
     if (h?.t === "fd") return libc.fsync(h.fd, { data: !!(req.arg.fsync_flags & 1) });
-    if (h?.t === "control" && h.writer) return h.writer.flush();
+    if (h?.t === "control" && h.writer) return h.writer.flush(null);
     return 0;
   }
 
@@ -237,7 +249,7 @@ export class Files {
     if (h?.t === "fd") libc.close(h.fd);
     if (h?.t === "control") {
       if (h.fd >= 0) libc.close(h.fd);
-      h.writer?.flush(); // nobody is left to hear an error: FLUSH already reported it
+      h.writer?.release(); // nobody is left to hear an error: FLUSH already reported it
     }
     return 0;
   }
@@ -284,7 +296,7 @@ export class Files {
           if (typeof w === "number") return w;
           const r = w.truncate(a.size);
           if (r < 0) return r;
-          const f = w.flush();
+          const f = w.flush(null);
           if (f < 0) return f;
         }
       }

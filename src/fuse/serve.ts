@@ -1,6 +1,6 @@
 /** Starts the /ctx mount over one generation and serves it until unmount or stop. */
 import * as libc from "../sys/libc.ts";
-import { commitControl, controlKind, creating, objectOwner } from "./bridge.ts";
+import { checkCommit, commitControl, controlKind, creating, objectOwner } from "./bridge.ts";
 import { Conn } from "./conn.ts";
 import { CtxFs } from "./ctxfs.ts";
 import { type Mounted, mountFuse, prepareMountpoint, unmountFuse } from "./mount.ts";
@@ -77,6 +77,7 @@ export function startMount(options: MountServeOptions): MountHandle {
         pid: Deno.pid,
       }),
     commit: (abiPath, bytes, o) => commitControl(root, abiPath, bytes, o),
+    check: (abiPath, bytes, o) => checkCommit(root, abiPath, bytes, o),
     controlKind,
     owner: (abiPath) => objectOwner(root, abiPath),
     creating: (name) => creating(root, name),

@@ -24,6 +24,8 @@ export interface CtxFsOptions {
   status: () => string;
   /** Validates and atomically replaces a control (the store bridge). */
   commit: Commit;
+  /** Applies the same rules as `commit` and writes nothing (judging an open handle's content). */
+  check: Commit;
   /** Whether a control name may be written: "control", "readonly" (EROFS) or "unknown" (EINVAL). */
   controlKind: (abiPath: string) => "control" | "readonly" | "unknown";
   /** Owner uid of the object a control directory belongs to. */
@@ -261,7 +263,8 @@ export class Tree {
   pending(path: string, h?: Handle): ControlWriter | null {
     if (h?.t === "control" && h.writer) return h.writer;
     for (const x of this.handles.values()) {
-      if (x.t === "control" && x.writer?.path === path) return x.writer;
+      // a spoiled handle never commits: its control is not coming
+      if (x.t === "control" && x.writer?.path === path && !x.writer.failed) return x.writer;
     }
     return null;
   }
