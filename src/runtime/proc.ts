@@ -1,5 +1,6 @@
 /** Agent processes as their identity (`setpriv`) in their own process group (`setsid`), stoppable as a group. */
 import { CtxError } from "../abi/errno.ts";
+import { CLOSE_FDS } from "../sandbox/launch.ts";
 
 /** Grace between SIGTERM and SIGKILL when stopping a group. */
 export const GRACE_MS = 250;
@@ -33,14 +34,37 @@ export interface SpawnOptions {
   groups: readonly number[];
 }
 
+// Runs as the agent identity, after setpriv: closes inherited fds above 2, enters the workspace
+// (as the agent: a directory it cannot enter fails the start, exit 126), then execs the program
+// through `env -i` with exactly the agent's environment. Nothing of the agent's environment is
+// ever seen by a process running as root (LD_PRELOAD in `.d/env` reaches only the agent).
+const LAUNCH = `${CLOSE_FDS}
+cd -- "$1" || exit 126
+shift
+vars=()
+while [ "$1" != "--" ]; do vars+=("$1"); shift; done
+shift
+exec /usr/bin/env -i "\${vars[@]}" "$@"`;
+
 /**
  * The argv that starts `program` as the given identity in a new session and process group:
  * `setsid` (not a group leader when Deno forks it, so it calls setsid(2) and execs in place:
  * pid == pgid), then `setpriv` (setresuid/setresgid with the saved ids too, and setgroups: the
- * exact groups or none), then the program. A daemon that is not root cannot change identity:
- * it runs agents of its own uid/gid only (EPERM for any other).
+ * exact groups or none), then the launch script above. setsid and setpriv run as root with an
+ * environment of PATH alone. A daemon that is not root cannot change identity: it runs agents of
+ * its own uid/gid only (EPERM for any other).
  */
 export function groupArgv(program: string, o: SpawnOptions): string[] {
+  if (program.includes("=") || !program.startsWith("/")) {
+    throw new CtxError("EINVAL", `agent program path "${program}" must be absolute without "="`);
+  }
+  const vars = Object.entries(o.env).map(([k, v]) => {
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(k) || v.includes("\0")) {
+      throw new CtxError("EINVAL", `agent environment entry "${k}" is not KEY=VALUE`);
+    }
+    return `${k}=${v}`;
+  });
+  const launch = [tool("bash"), "-c", LAUNCH, "cortexfs-agent", o.cwd, ...vars, "--", program];
   if (Deno.uid() !== 0) {
     if (o.uid !== Deno.uid() || o.gid !== Deno.gid()) {
       throw new CtxError(
@@ -48,7 +72,7 @@ export function groupArgv(program: string, o: SpawnOptions): string[] {
         `this daemon runs as uid ${Deno.uid()} and cannot start an agent as ${o.uid}:${o.gid}`,
       );
     }
-    return [tool("setsid"), program];
+    return [tool("setsid"), ...launch];
   }
   const groups = o.groups.length ? [`--groups=${o.groups.join(",")}`] : ["--clear-groups"];
   return [
@@ -58,7 +82,7 @@ export function groupArgv(program: string, o: SpawnOptions): string[] {
     `--regid=${o.gid}`,
     ...groups,
     "--",
-    program,
+    ...launch,
   ];
 }
 
@@ -67,9 +91,9 @@ export function spawnGroup(program: string, options: SpawnOptions): Deno.ChildPr
   const [cmd, ...args] = groupArgv(program, options);
   return new Deno.Command(cmd, {
     args,
-    env: options.env,
+    env: { PATH: "/usr/bin:/bin" },
     clearEnv: true,
-    cwd: options.cwd,
+    cwd: "/", // the workspace is entered by the launch script, as the agent
     stdin: "piped",
     stdout: "piped",
     stderr: "null",

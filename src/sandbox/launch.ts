@@ -32,10 +32,14 @@ export interface LaunchResult {
   truncated: boolean;
 }
 
+/** bash: closes every fd above 2 this shell inherited (not every fd is close-on-exec). */
+export const CLOSE_FDS =
+  `for p in /proc/$$/fd/*; do n=\${p##*/}; if [ "$n" -gt 2 ]; then exec {n}>&-; fi; done`;
+
 // Closes every inherited fd above 2 (Deno's node:net listener is not close-on-exec: platform-notes),
 // then makes fd 3 (bwrap --info-fd) a copy of stdout and fd 4 (--block-fd) a copy of stdin.
 // bwrap closes 3 and 4 in the child, so the command starts with exactly fds 0-2.
-const GATE = `for p in /proc/$$/fd/*; do n=\${p##*/}; if [ "$n" -gt 2 ]; then exec {n}>&-; fi; done
+const GATE = `${CLOSE_FDS}
 exec 3>&1 4<&0
 exec "$@"`;
 

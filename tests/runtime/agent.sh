@@ -43,6 +43,11 @@ ids) # the process credentials it runs with (real, effective, saved, fs ids; sup
   ids=$(grep -E '^(Uid|Gid|Groups):' /proc/$$/status | tr '\t\n' '  ' | tr -s ' ')
   printf '{"type":"message","role":"assistant","content":"%s"}\n' "${ids% }"
   ;;
+fds) # where every open fd of this process leads (the daemon's fds must not be among them)
+  fds=$(for p in /proc/$$/fd/*; do readlink "$p"; done | tr '\n' ' ')
+  printf '{"type":"message","role":"assistant","content":"%s"}\n' "${fds% }"
+  ;;
+pwd) printf '{"type":"message","role":"assistant","content":"%s"}\n' "$PWD" ;;
 slow) sleep 1; printf '{"type":"message","role":"assistant","content":"slow answer"}\n' ;;
 start) printf '{"type":"start","run":"%s"}\n' "$CTX_RUN_ID" ;;
 done) printf '{"type":"done","status":"ok"}\n' ;;
