@@ -319,22 +319,25 @@ Deno.test("a tool executable that is a symlink is refused", async () => {
   }
 });
 
-Deno.test("Linux permissions apply: an agent running as uid 1000 cannot read a root-only file", async () => {
-  if (Deno.uid() !== 0) return; // needs root to run as another uid; CI runs as root
-  const f = await fixture();
-  try {
-    const o = { root: f.root, agent: "coder", uid: 1000, workspace: f.ws };
-    f.set("uid", "1000\n");
-    f.set("gid", "1000\n");
-    Deno.writeTextFileSync(`${f.ws}/secret`, "root only\n", { mode: 0o600 });
-    Deno.chmodSync(`${f.ws}/secret`, 0o600);
-    const r = await runTsh(["fs.read", "secret"], o);
-    assertEquals([r.status, r.errno], ["error", "EACCES"]);
-    const id = await runTsh(["bash", "id -u; id -g"], o);
-    assertEquals(id.content, "1000\n1000\n");
-  } finally {
-    await f.cleanup();
-  }
+Deno.test({
+  name: "Linux permissions apply: an agent running as uid 1000 cannot read a root-only file",
+  ignore: Deno.uid() !== 0, // needs root to run as another uid; CI runs as root
+  async fn() {
+    const f = await fixture();
+    try {
+      const o = { root: f.root, agent: "coder", uid: 1000, workspace: f.ws };
+      f.set("uid", "1000\n");
+      f.set("gid", "1000\n");
+      Deno.writeTextFileSync(`${f.ws}/secret`, "root only\n", { mode: 0o600 });
+      Deno.chmodSync(`${f.ws}/secret`, 0o600);
+      const r = await runTsh(["fs.read", "secret"], o);
+      assertEquals([r.status, r.errno], ["error", "EACCES"]);
+      const id = await runTsh(["bash", "id -u; id -g"], o);
+      assertEquals(id.content, "1000\n1000\n");
+    } finally {
+      await f.cleanup();
+    }
+  },
 });
 
 Deno.test("network is unshared unless policy grants network:default connect", async () => {

@@ -108,30 +108,33 @@ Deno.test("in the sandbox under the same swap loop, only the checked file runs",
   }
 });
 
-Deno.test("exec through the held descriptor works for an agent running as uid 1000 (no capabilities)", async () => {
-  if (Deno.uid() !== 0) return; // needs root to run as another uid; CI runs as root
-  const f = await fixture();
-  try {
-    f.set("uid", "1000\n");
-    f.set("gid", "1000\n");
-    f.set("path", "/ctx/tool\n/ctx/home/1000/tool\n");
-    addTool(f.root, "whoami2", '#!/bin/sh\nid -u; echo "$0"\n', `${f.root}/home/1000/tool`);
-    grant(f, "allow coder_t tool:whoami2 execute\n");
-    const r = await runTsh(["whoami2"], {
-      root: f.root,
-      agent: "coder",
-      uid: 1000,
-      workspace: f.ws,
-    });
-    // The script's $0 is the descriptor path tsh exec'd (documented in spec/tool-policy.md).
-    assertEquals({ ...r, content: r.content.replace(/\/proc\/\d+\/fd\/\d+/, "/proc/PID/fd/N") }, {
-      name: "whoami2",
-      status: "ok",
-      exitCode: 0,
-      content: "1000\n/proc/PID/fd/N\n",
-      truncated: false,
-    });
-  } finally {
-    await f.cleanup();
-  }
+Deno.test({
+  name: "exec through the held descriptor works for an agent running as uid 1000 (no capabilities)",
+  ignore: Deno.uid() !== 0, // needs root to run as another uid; CI runs as root
+  async fn() {
+    const f = await fixture();
+    try {
+      f.set("uid", "1000\n");
+      f.set("gid", "1000\n");
+      f.set("path", "/ctx/tool\n/ctx/home/1000/tool\n");
+      addTool(f.root, "whoami2", '#!/bin/sh\nid -u; echo "$0"\n', `${f.root}/home/1000/tool`);
+      grant(f, "allow coder_t tool:whoami2 execute\n");
+      const r = await runTsh(["whoami2"], {
+        root: f.root,
+        agent: "coder",
+        uid: 1000,
+        workspace: f.ws,
+      });
+      // The script's $0 is the descriptor path tsh exec'd (documented in spec/tool-policy.md).
+      assertEquals({ ...r, content: r.content.replace(/\/proc\/\d+\/fd\/\d+/, "/proc/PID/fd/N") }, {
+        name: "whoami2",
+        status: "ok",
+        exitCode: 0,
+        content: "1000\n/proc/PID/fd/N\n",
+        truncated: false,
+      });
+    } finally {
+      await f.cleanup();
+    }
+  },
 });
