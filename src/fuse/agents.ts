@@ -1,12 +1,17 @@
 /** Agent creation and removal through the mount: who may make or take apart `agent/<n>` and `agent/<n>.d` (spec/fuse.md). */
-import { RENAME } from "../abi/fuse.ts";
+import { FATTR, RENAME } from "../abi/fuse.ts";
 import { ERRNO } from "../abi/errno.ts";
 import { isName } from "../abi/names.ts";
+import * as libc from "../sys/libc.ts";
+import type { At } from "../sys/dir.ts";
+import { forgetCreator, installEntry, MAX_ENTRY_BYTES, noteCreator } from "./bridge.ts";
 import { baseOf, type Kind, parentOf, stagedName } from "./classify.ts";
 import type { Request } from "./conn.ts";
 import type { Tree } from "./tree.ts";
 
 const E = ERRNO;
+/** Mode of a control directory in the backing tree (root's, like every definition). */
+const CDIR_MODE = 0o755;
 
 /** The rules of `agent/`, over the shared {@link Tree}. */
 export class Agents {
@@ -23,7 +28,7 @@ export class Agents {
     return isName(n) ? n : null;
   }
 
-  /** Root, or the uid that owns agent `n` (its `owner`, or its `.d/` before `owner` exists). */
+  /** Root, or the uid that owns agent `n` (its `owner`, or its creator before `owner` exists). */
   mayChange(uid: number, n: string): boolean {
     return uid === 0 || uid === this.#t.o.owner(`agent/${n}.d/owner`);
   }
@@ -32,11 +37,14 @@ export class Agents {
   mkdir(req: Request, out: Uint8Array, n: string): number {
     const t = this.#t;
     const path = `agent/${n}.d`;
-    if (typeof t.dir.lstat(t.backing(`agent/${n}`)) !== "number") return -E.EEXIST;
-    const p = t.backing(path);
-    const r = t.dir.mkdir(p, req.arg.mode & 0o7777);
+    if (typeof t.lstat(`agent/${n}`) !== "number") return -E.EEXIST;
+    const p = t.at(path);
+    if (typeof p === "number") return p;
+    // Root's and 0755 whoever asks (the daemon's umask is 0, so the mode is set exactly): a
+    // definition is edited only through the mount, where the creator is shown as its owner.
+    const r = t.dir.mkdir(p, CDIR_MODE);
     if (r < 0) return r;
-    t.dir.lchown(p, req.uid, req.gid);
+    noteCreator(t.o.root, n, req.uid);
     return t.entry(out, path);
   }
 
@@ -45,13 +53,14 @@ export class Agents {
     const t = this.#t;
     const n = stagedName(name);
     if (n === null || !isName(n) || !this.mayChange(req.uid, n)) return -E.EACCES;
-    if (typeof t.dir.lstat(t.backing(`agent/${n}.d`)) === "number") return -E.ENOENT;
+    if (typeof t.lstat(`agent/${n}.d`) === "number") return -E.ENOENT;
     return 0;
   }
 
   /**
-   * SETATTR on `agent/<n>.d` while it is being made (createAgent sets its mode and owner): 0 when
-   * allowed, -errno when refused, null when `path` is not such a directory.
+   * SETATTR on `agent/<n>.d` while it is being made (createAgent's makeDir sets its mode): 0 when
+   * allowed, -errno when refused, null when `path` is not such a directory. The backing directory
+   * stays root's and 0755: only that mode, and owner root, are accepted (EPERM otherwise).
    */
   setattr(req: Request, path: string, kind: Kind): number | null {
     if (kind !== "cdir" || parentOf(path) !== "agent") return null;
@@ -59,6 +68,9 @@ export class Agents {
     if (n === null) return null;
     if (!this.mayChange(req.uid, n)) return -E.EACCES;
     if (!this.#t.o.creating(n)) return -E.EROFS;
+    const a = req.arg, v = a.valid;
+    if (v & FATTR.MODE && (a.mode & 0o7777) !== CDIR_MODE) return -E.EPERM;
+    if ((v & FATTR.UID && a.uid !== 0) || (v & FATTR.GID && a.gid !== 0)) return -E.EPERM;
     return 0;
   }
 
@@ -80,10 +92,16 @@ export class Agents {
     const n = kind === "stage" ? stagedName(name) : entry ?? cdir;
     if (n === null || !this.mayChange(req.uid, n)) return -E.EACCES;
     if (cdir !== null && !t.o.creating(cdir)) return -E.EROFS;
-    const r = t.dir.unlink(t.backing(path));
+    const p = t.at(path);
+    if (typeof p === "number") return p;
+    // Taking an agent apart: it stays its owner's until its .d/ is gone, even once `owner` is.
+    const owner = kind === "ro" ? t.o.owner(`agent/${n}.d/owner`) : -1;
+    const r = t.dir.unlink(p);
     if (r < 0) return r;
     t.nodes.drop(path);
-    return kind === "ro" ? this.#after(t.o.onAgentGone, n) : 0;
+    if (kind !== "ro") return 0;
+    noteCreator(t.o.root, n, owner);
+    return this.#after(t.o.onAgentGone, n);
   }
 
   /** RMDIR `agent/<n>.d` (`n` from {@link of}): only once `agent/<n>` is gone, and no temps are left. */
@@ -93,8 +111,14 @@ export class Agents {
     if (!t.o.creating(n)) return -E.EROFS; // remove agent/<n> first
     const path = `agent/${n}.d`;
     for (const p of t.temps.keys()) if (parentOf(p) === path) return -E.ENOTEMPTY;
-    const r = t.dir.rmdir(t.backing(path));
-    if (r === 0) t.nodes.drop(path);
+    const p = t.at(path);
+    if (typeof p === "number") return p;
+    const r = t.dir.rmdir(p);
+    if (r === 0) {
+      t.nodes.drop(path);
+      t.back.forget(path);
+      forgetCreator(t.o.root, n);
+    }
     return r;
   }
 
@@ -110,12 +134,44 @@ export class Agents {
     if (flags & RENAME.EXCHANGE) return -E.EINVAL;
     if (!this.mayChange(req.uid, n)) return -E.EACCES;
     // an entry needs its control directory first
-    if (typeof t.dir.lstat(t.backing(`agent/${n}.d`)) === "number") return -E.ENOENT;
+    if (typeof t.lstat(`agent/${n}.d`) === "number") return -E.ENOENT;
     const from = `agent/${fromName}`, to = `agent/${toName}`;
-    const r = t.dir.rename(t.backing(from), t.backing(to), flags);
+    const f = t.at(from);
+    if (typeof f === "number") return f;
+    if (flags & RENAME.NOREPLACE && typeof t.lstat(to) !== "number") return -E.EEXIST;
+    // The staged file is the stager's (written through the mount); the entry is root's. So the
+    // entry is a fresh root-owned copy of the staged bytes, installed atomically, and the staged
+    // file goes: nothing the stager could still hold open or chmod is ever the definition.
+    const bytes = this.#staged(f);
+    if (typeof bytes === "number") return bytes;
+    const r = installEntry(t.o.root, n, bytes.data, { exec: bytes.exec });
     if (r < 0) return r;
+    t.dir.unlink(f);
     t.nodes.move(from, to);
+    forgetCreator(t.o.root, n); // from now on `owner` alone says whose agent it is
     return this.#after(t.o.onAgent, n);
+  }
+
+  /** The bytes of a staged entry (a regular file, never through a symlink) and whether it is executable. */
+  #staged(at: At): { data: Uint8Array; exec: boolean } | number {
+    const fd = this.#t.dir.open(at, libc.O.RDONLY | libc.O.NONBLOCK);
+    if (fd < 0) return fd;
+    try {
+      const st = libc.fstat(fd);
+      if (typeof st === "number") return st;
+      if ((st.mode & 0o170000) !== 0o100000) return -E.EINVAL;
+      if (st.size > MAX_ENTRY_BYTES) return -E.EFBIG;
+      const data = new Uint8Array(st.size);
+      for (let off = 0; off < data.length;) {
+        const n = libc.pread(fd, data.subarray(off), off);
+        if (n < 0) return n;
+        if (n === 0) return -E.EIO; // shrank while read: the stager is still writing
+        off += n;
+      }
+      return { data, exec: (st.mode & 0o111) !== 0 };
+    } finally {
+      libc.close(fd);
+    }
   }
 
   /** The reply to a request that changed which agents exist: after the hook (a socket) is done. */

@@ -1,6 +1,6 @@
 /** The one bridge from the mount to the storage tree's control rules (src/store/control.ts). */
 import { controlSpec } from "../abi/controls.ts";
-import { CtxError, toCtxError } from "../abi/errno.ts";
+import { CtxError, ERRNO, toCtxError } from "../abi/errno.ts";
 import { parseOwner } from "../abi/identity.ts";
 import { isName } from "../abi/names.ts";
 import { replaceFile } from "../store/atomic.ts";
@@ -19,6 +19,24 @@ function dirOf(ref: ControlRef): string {
 }
 
 /**
+ * Who is making agent `<name>` through the mount, by `<root>/agent/<name>`, from the MKDIR of its
+ * `.d/` until its `owner` control takes over (or the `.d/` is removed). Memory, not the backing
+ * tree: definitions are root's there whoever made them, so the backing owner says nothing. A
+ * half-made agent without `owner` whose daemon restarted is root's to finish or remove.
+ */
+const creators = new Map<string, number>();
+
+/** Notes that `uid` started agent `name` (MKDIR `agent/<name>.d`) in the tree at `root`. */
+export function noteCreator(root: string, name: string, uid: number): void {
+  creators.set(`${root}/agent/${name}`, uid);
+}
+
+/** Forgets the creator of agent `name` (its `.d/` is gone, or its entry is in place). */
+export function forgetCreator(root: string, name: string): void {
+  creators.delete(`${root}/agent/${name}`);
+}
+
+/**
  * The uid that owns the object of a control path: `agent/<n>.d/owner` for agents, `<u>` for
  * objects under `home/<u>/`, root for system models and tools (and for a broken owner file).
  */
@@ -31,14 +49,10 @@ export function objectOwner(root: string, abiPath: string): number {
   try {
     return parseOwner(Deno.readTextFileSync(`${root}/${dirOf(ref)}/owner`));
   } catch (e) {
-    // Before `owner` exists (an agent being created through the mount) the control directory
-    // belongs to whoever made it; a broken owner file leaves the agent to root alone.
-    if (!(e instanceof Deno.errors.NotFound)) return 0;
-    try {
-      return Deno.lstatSync(`${root}/${dirOf(ref)}`).uid ?? 0;
-    } catch {
-      return 0;
-    }
+    // Before `owner` exists (an agent being created through the mount) the agent is its
+    // creator's while it is being made; a broken owner file leaves the agent to root alone.
+    if (!(e instanceof Deno.errors.NotFound) || !creating(root, ref.object)) return 0;
+    return creators.get(`${root}/agent/${ref.object}`) ?? 0;
   }
 }
 
@@ -49,6 +63,31 @@ export function creating(root: string, name: string): boolean {
     return false;
   } catch {
     return true;
+  }
+}
+
+/** Largest agent entry (program) installed through the mount: store/agent_new.ts `MAX_PROGRAM_BYTES`. */
+export const MAX_ENTRY_BYTES = 64 * 1024 * 1024;
+
+/**
+ * Installs `bytes` as the entry `agent/<name>` of the tree at `root`, atomically: a new file of the
+ * daemon's (root's), 0755 when `exec` else 0644. 0 or -errno.
+ */
+export function installEntry(
+  root: string,
+  name: string,
+  bytes: Uint8Array,
+  options: { exec: boolean },
+): number {
+  try {
+    replaceFile(`${root}/agent/${name}`, bytes, {
+      mode: options.exec ? 0o755 : 0o644,
+      uid: Deno.uid() ?? 0,
+      gid: Deno.gid() ?? 0,
+    });
+    return 0;
+  } catch (e) {
+    return -ERRNO[toCtxError(e).errno];
   }
 }
 
@@ -81,7 +120,7 @@ function creationRule(control: string, who: { uid: number; gid: number }): strin
 /**
  * Commits a control written through the mount. An agent whose entry `agent/<n>` does not exist
  * yet is being created (`ctx agent new` writes every control, then renames the entry into
- * place): its first controls are written by the creator, who owns `agent/<n>.d/`. A creator that
+ * place): its first controls are written by its creator (see {@link noteCreator}). A creator that
  * is not root gets exactly the identity `ctx agent new` gives (owner, uid, gid = its own; no extra
  * groups; the default label) and the projections' initial values; everything else is validated
  * as always. Once the entry exists, every write goes through {@link writeControl} unchanged.
@@ -121,7 +160,7 @@ function judge(
     !creating(root, ref.object)
   ) {
     const f = write ? writeControl : checkControl;
-    return f(root, abiPath, bytes, { uid: options.uid });
+    return f(root, abiPath, bytes, { uid: options.uid, gid: options.gid });
   }
   const owner = objectOwner(root, abiPath);
   if (options.uid !== 0 && owner !== options.uid) {
@@ -168,8 +207,8 @@ function judge(
     throw new CtxError(err.errno, `Cannot set "${ref.control}": ${err.message}`, { path: abiPath });
   }
   if (!write) return;
-  const dir = Deno.lstatSync(`${root}/${dirOf(ref)}`);
-  replaceFile(path, bytes, { mode: 0o644, uid: dir.uid ?? 0, gid: dir.gid ?? 0 });
+  // a definition file: the daemon's (root's), like every file under agent/
+  replaceFile(path, bytes, { mode: 0o644, uid: Deno.uid() ?? 0, gid: Deno.gid() ?? 0 });
 }
 
 /** Whether a control path may be written: "control", "readonly" (EROFS) or "unknown" (EINVAL). */

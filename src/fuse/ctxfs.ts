@@ -61,6 +61,16 @@ export class CtxFs implements FileSystem {
       [OP.SETXATTR]: (r) => xattrs.write(r),
       [OP.REMOVEXATTR]: (r) => xattrs.write(r),
     };
+    // Before every request, no backing directory fd is in use: close the ones retired by the
+    // last request (backing.ts never closes an fd under a call still holding it).
+    const back = t.back;
+    for (const [op, h] of Object.entries(this.handlers)) {
+      if (!h) continue;
+      this.handlers[Number(op)] = (r, out) => {
+        back.settle();
+        return h(r, out);
+      };
+    }
   }
 
   /** The node table (diagnostics and tests). */

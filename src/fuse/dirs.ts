@@ -41,13 +41,17 @@ export class Dirs {
     }
     if (path !== "bin" && path !== "agent" && kind !== "cdir") {
       // plain directories: straight from getdents64 into records, no object per entry
-      const r = t.dir.scan(t.backing(path), (b, s, e, type, ino) => {
+      const at = t.at(path);
+      if (typeof at === "number") return at;
+      const r = t.dir.scan(at, (b, s, e, type, ino) => {
         list.add(b, s, e, type, ino);
       });
       if (r < 0) return r;
       return t.openOut(out, 0, t.fh({ t: "dir", list }), 0);
     }
-    const listed = t.dir.list(t.backing(path));
+    const at = t.at(path);
+    if (typeof at === "number") return at;
+    const listed = t.dir.list(at);
     if (typeof listed === "number") return listed;
     // Under agent/ the `.sock` aliases are virtual, one per definition: a backing alias left by
     // the runtime for a removed agent is not shown.

@@ -2,18 +2,21 @@
 import { encode, FATTR, WRITE_OUT } from "../abi/fuse.ts";
 import { ERRNO } from "../abi/errno.ts";
 import * as libc from "../sys/libc.ts";
-import { UTIME } from "../sys/dir.ts";
+import { type At, UTIME } from "../sys/dir.ts";
 import { fromStat, outView, putAttr, putEntry, S, virtualAttr, virtualIno } from "./attr.ts";
 import { isTempName, parentOf } from "./classify.ts";
 import { ControlWriter, newTemp, put, resize } from "./control.ts";
 import type { Request } from "./conn.ts";
 import type { Agents } from "./agents.ts";
+import { asCaller } from "./caller.ts";
 import { join } from "./nodes.ts";
-import type { Tree } from "./tree.ts";
+import type { Handle, Tree } from "./tree.ts";
 
 const E = ERRNO;
 const enc = new TextEncoder();
 const MAX_TEMPS = 64;
+/** ESTALE (not in the ABI's errno table): the name no longer is what the kernel looked up. */
+const ESTALE = 116;
 /** open(2) flags passed on to a backing file: access mode, O_APPEND, O_TRUNC, O_SYNC. */
 const KEEP = libc.O.ACCMODE | libc.O.APPEND | libc.O.TRUNC | 0o4010000;
 /** `fuse_open_out.open_flags`: FOPEN_DIRECT_IO, for everything whose bytes are not a plain file's. */
@@ -43,11 +46,9 @@ export class Files {
     if (uid !== 0 && uid !== o.owner(path)) return -E.EACCES;
     let initial = new Uint8Array(0);
     if (!options.truncate) {
-      try {
-        initial = Deno.readFileSync(`${o.root}/${path}`);
-      } catch (e) {
-        if (!(e instanceof Deno.errors.NotFound)) return -E.EIO;
-      }
+      const r = this.#readAll(path);
+      if (typeof r !== "number") initial = r;
+      else if (r !== -E.ENOENT) return r;
     }
     return new ControlWriter(path, {
       uid,
@@ -73,7 +74,7 @@ export class Files {
       case "stage":
       case "ro": {
         if (kind === "ro" && (writing || flags & libc.O.TRUNC)) return -E.EROFS;
-        const fd = t.dir.open(t.backing(path), (flags & KEEP) | libc.O.NOFOLLOW);
+        const fd = this.#openFile(path, flags & KEEP);
         if (fd < 0) return fd;
         return t.openOut(out, 0, t.fh({ t: "fd", fd }), 0);
       }
@@ -90,7 +91,7 @@ export class Files {
           return t.openOut(out, 0, t.fh({ t: "temp", temp }), DIRECT);
         }
         if (!writing && !(flags & libc.O.TRUNC)) {
-          const fd = t.dir.open(t.backing(path), libc.O.RDONLY | libc.O.NOFOLLOW);
+          const fd = this.#openFile(path, libc.O.RDONLY);
           if (fd < 0) return fd;
           return t.openOut(out, 0, t.fh({ t: "control", fd, writer: null }), DIRECT);
         }
@@ -123,17 +124,20 @@ export class Files {
       const s = t.structural(parent, name, { uid: req.uid });
       if (typeof s === "number") return s;
     }
-    const p = t.backing(path);
-    let fd = t.dir.open(
-      p,
-      (flags & KEEP) | libc.O.CREAT | libc.O.EXCL | libc.O.NOFOLLOW,
-      req.arg.mode & 0o7777,
-    );
+    const p = t.at(path);
+    if (typeof p === "number") return p;
+    const mode = req.arg.mode & 0o7777;
+    const make = () => t.dir.open(p, (flags & KEEP) | libc.O.CREAT | libc.O.EXCL, mode);
+    let fd: number;
+    if (kind === "stage") {
+      // agent/ is root's in the backing tree: the staged entry is given to its creator by fd
+      fd = make();
+      if (fd >= 0) libc.fchown(fd, req.uid, req.gid);
+    } else {
+      fd = asCaller(req, make); // born the caller's (a setgid directory gives its group)
+    }
     if (fd === -E.EEXIST && !(flags & libc.O.EXCL)) {
-      fd = t.dir.open(p, (flags & KEEP) | libc.O.NOFOLLOW); // appeared meanwhile: open, never chown
-    } else if (fd >= 0) {
-      const [uid, gid] = t.ownerOf(req, parent);
-      libc.fchown(fd, uid, gid);
+      fd = this.#openFile(path, flags & KEEP); // appeared meanwhile: open it
     }
     if (fd < 0) return fd;
     const n = t.entry(out, path);
@@ -308,13 +312,30 @@ export class Files {
       if (making < 0) return making;
       if (v & FATTR.SIZE) return -E.EISDIR;
     } else if (kind !== "rw" && kind !== "stage") return -E.EROFS;
-    const p = t.backing(path);
+    const p = t.at(path);
+    if (typeof p === "number") return p;
+    // In home/shared as the caller: the kernel checked ownership and modes on the node it knows;
+    // the backing call re-checks them on whatever the name is now. Under agent/ (a control dir
+    // being made, a staged entry) the backing tree is root's and the rules above decided.
+    const r = kind === "rw" && making === null
+      ? asCaller(req, () => this.#setattr(p, a, h))
+      : this.#setattr(p, a, h);
+    if (r < 0) return r;
+    return t.attrReply(out, path);
+  }
+
+  /** The backing half of SETATTR on a name (chmod, chown, truncate, utimens): 0 or -errno. */
+  // deno-lint-ignore no-explicit-any
+  #setattr(p: At, a: any, h: Handle | undefined): number {
+    const t = this.#t;
+    const v = a.valid;
     if (v & FATTR.MODE) {
       const r = t.dir.chmod(p, a.mode & 0o7777);
       if (r < 0) return r;
     }
     if (v & (FATTR.UID | FATTR.GID)) {
-      const r = t.dir.lchown(p, v & FATTR.UID ? a.uid : -1, v & FATTR.GID ? a.gid : -1);
+      const ids = { uid: v & FATTR.UID ? a.uid : -1, gid: v & FATTR.GID ? a.gid : -1 };
+      const r = t.dir.lchown(p, ids);
       if (r < 0) return r;
     }
     if (v & FATTR.SIZE) {
@@ -324,13 +345,51 @@ export class Files {
     if (v & (FATTR.ATIME | FATTR.MTIME | FATTR.ATIME_NOW | FATTR.MTIME_NOW)) {
       const ts = (set: number, now: number, s: number, ns: number): [number, number] =>
         v & now ? [0, UTIME.NOW] : v & set ? [s, ns] : [0, UTIME.OMIT];
-      const r = t.dir.utimens(
-        p,
-        ts(FATTR.ATIME, FATTR.ATIME_NOW, a.atime, a.atimensec),
-        ts(FATTR.MTIME, FATTR.MTIME_NOW, a.mtime, a.mtimensec),
-      );
+      const r = t.dir.utimens(p, {
+        atime: ts(FATTR.ATIME, FATTR.ATIME_NOW, a.atime, a.atimensec),
+        mtime: ts(FATTR.MTIME, FATTR.MTIME_NOW, a.mtime, a.mtimensec),
+      });
       if (r < 0) return r;
     }
-    return t.attrReply(out, path);
+    return 0;
+  }
+
+  /**
+   * Opens an existing backing file: never through a symlink, never blocking (a FIFO swapped in
+   * behind the mount would hang the daemon), and only a regular file (anything else: ESTALE, the
+   * kernel looks the name up again).
+   */
+  #openFile(path: string, flags: number): number {
+    const t = this.#t;
+    const p = t.at(path);
+    if (typeof p === "number") return p;
+    const fd = t.dir.open(p, flags | libc.O.NONBLOCK);
+    if (fd < 0) return fd;
+    const st = libc.fstat(fd);
+    if (typeof st === "number" || (st.mode & S.IFMT) !== S.IFREG) {
+      libc.close(fd);
+      return typeof st === "number" ? st : -ESTALE;
+    }
+    // O_NONBLOCK was only for the open: reads and writes of a regular file ignore it anyway
+    return fd;
+  }
+
+  /** The bytes of a backing control (at most 64 KiB + 1: more is refused by validation anyway), or -errno. */
+  #readAll(path: string): Uint8Array<ArrayBuffer> | number {
+    const fd = this.#openFile(path, libc.O.RDONLY);
+    if (fd < 0) return fd;
+    const buf = new Uint8Array(64 * 1024 + 1);
+    let len = 0;
+    try {
+      while (len < buf.length) {
+        const n = libc.pread(fd, buf.subarray(len), len);
+        if (n < 0) return n;
+        if (n === 0) break;
+        len += n;
+      }
+    } finally {
+      libc.close(fd);
+    }
+    return buf.slice(0, len);
   }
 }

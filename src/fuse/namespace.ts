@@ -2,10 +2,12 @@
 import { RENAME } from "../abi/fuse.ts";
 import { ERRNO } from "../abi/errno.ts";
 import * as libc from "../sys/libc.ts";
+import type { At } from "../sys/dir.ts";
 import { putEntry, S } from "./attr.ts";
 import { baseOf, isTempName, type Kind } from "./classify.ts";
 import type { Request } from "./conn.ts";
 import type { Agents } from "./agents.ts";
+import { asCaller } from "./caller.ts";
 import { join } from "./nodes.ts";
 import type { Tree } from "./tree.ts";
 
@@ -27,6 +29,22 @@ export class Namespace {
     this.#agents = agents;
   }
 
+  /**
+   * Makes a new name with `make`: as the caller (born theirs, nothing to chown by name afterwards,
+   * which a swapped name could redirect), except in `home/` itself, whose backing directory is
+   * root's (a user's `home/<uid>` is made by the daemon and given to them; nobody else can swap
+   * a name there).
+   */
+  #make(req: Request, parent: string, path: string, make: (at: At) => number): number {
+    const t = this.#t;
+    const p = t.at(path);
+    if (typeof p === "number") return p;
+    if (parent !== "home") return asCaller(req, () => make(p));
+    const r = make(p);
+    if (r === 0) t.dir.lchown(p, { uid: req.uid, gid: req.gid });
+    return r;
+  }
+
   /** SYMLINK (names: link name, target). */
   symlink(req: Request, out: Uint8Array): number {
     const t = this.#t;
@@ -34,12 +52,9 @@ export class Namespace {
     if (parent === null) return -E.ENOENT;
     const s = t.structural(parent, req.names[0], { uid: req.uid });
     if (typeof s === "number") return s;
-    const p = t.backing(s.path);
-    const r = t.dir.symlink(libc.cstr(req.names[1]), p);
-    if (r < 0) return r;
-    const [uid, gid] = t.ownerOf(req, parent);
-    t.dir.lchown(p, uid, gid);
-    return t.entry(out, s.path);
+    const target = libc.cstr(req.names[1]);
+    const r = this.#make(req, parent, s.path, (p) => t.dir.symlink(target, p));
+    return r < 0 ? r : t.entry(out, s.path);
   }
 
   /** MKNOD (regular files and FIFOs; devices need CAP_MKNOD in the backing tree anyway). */
@@ -51,12 +66,9 @@ export class Namespace {
     if (typeof s === "number") return s;
     const type = req.arg.mode & S.IFMT;
     if (type !== S.IFREG && type !== FIFO) return -E.EPERM;
-    const p = t.backing(s.path);
-    const r = t.dir.mknod(p, req.arg.mode, req.arg.rdev);
-    if (r < 0) return r;
-    const [uid, gid] = t.ownerOf(req, parent);
-    t.dir.lchown(p, uid, gid);
-    return t.entry(out, s.path);
+    const { mode, rdev } = req.arg;
+    const r = this.#make(req, parent, s.path, (p) => t.dir.mknod(p, { mode, dev: rdev }));
+    return r < 0 ? r : t.entry(out, s.path);
   }
 
   /** MKDIR. */
@@ -68,12 +80,9 @@ export class Namespace {
     if (agent !== null) return this.#agents.mkdir(req, out, agent);
     const s = t.structural(parent, req.names[0], { uid: req.uid, dir: true });
     if (typeof s === "number") return s;
-    const p = t.backing(s.path);
-    const r = t.dir.mkdir(p, req.arg.mode & 0o7777);
-    if (r < 0) return r;
-    const [uid, gid] = t.ownerOf(req, parent);
-    t.dir.lchown(p, uid, gid);
-    return t.entry(out, s.path);
+    const mode = req.arg.mode & 0o7777;
+    const r = this.#make(req, parent, s.path, (p) => t.dir.mkdir(p, mode));
+    return r < 0 ? r : t.entry(out, s.path);
   }
 
   /** UNLINK: plain files in home/shared, in-memory temps in control dirs, agents by their owner; the rest is EROFS. */
@@ -90,7 +99,9 @@ export class Namespace {
     if (agent !== null) return agent;
     const s = t.structural(parent, req.names[0], { uid: req.uid });
     if (typeof s === "number") return s;
-    const r = t.dir.unlink(t.backing(path));
+    const p = t.at(path);
+    if (typeof p === "number") return p;
+    const r = t.dir.unlink(p);
     if (r === 0) t.nodes.drop(path);
     return r;
   }
@@ -104,8 +115,13 @@ export class Namespace {
     if (agent !== null) return this.#agents.rmdir(req, agent);
     const s = t.structural(parent, req.names[0], { uid: req.uid, dir: true });
     if (typeof s === "number") return s;
-    const r = t.dir.rmdir(t.backing(s.path));
-    if (r === 0) t.nodes.drop(s.path);
+    const p = t.at(s.path);
+    if (typeof p === "number") return p;
+    const r = t.dir.rmdir(p);
+    if (r === 0) {
+      t.nodes.drop(s.path);
+      t.back.forget(s.path);
+    }
     return r;
   }
 
@@ -121,8 +137,13 @@ export class Namespace {
     const fk = t.kind(from), tk = t.kind(to);
     if (plain(fk, from) && plain(tk, to)) {
       if (toDir === "home" && req.uid !== 0) return -E.EACCES; // home/ holds only uid dirs
-      const r = t.dir.rename(t.backing(from), t.backing(to), flags);
+      const [f, g] = [t.at(from), t.at(to)];
+      if (typeof f === "number") return f;
+      if (typeof g === "number") return g;
+      const r = t.dir.rename(f, g, { flags });
       if (r < 0) return r;
+      t.back.forget(from); // a cached fd follows its directory, not the name
+      t.back.forget(to);
       if (flags & RENAME.EXCHANGE) t.nodes.exchange(from, to);
       else t.nodes.move(from, to);
       return 0;
@@ -134,7 +155,7 @@ export class Namespace {
     if (temp && tk === "control") {
       if (fromDir !== toDir) return -E.EXDEV;
       if (flags & RENAME.EXCHANGE) return -E.EINVAL;
-      const exists = t.temps.has(to) || typeof t.dir.lstat(t.backing(to)) !== "number";
+      const exists = t.temps.has(to) || typeof t.lstat(to) !== "number";
       if (flags & RENAME.NOREPLACE && exists) return -E.EEXIST;
       if (t.temps.has(to) || isTempName(baseOf(to))) {
         t.temps.delete(to);
@@ -163,7 +184,11 @@ export class Namespace {
     const s = t.structural(parent, req.names[0], { uid: req.uid });
     if (typeof s === "number") return s;
     if (t.kind(from) !== "rw") return -E.EXDEV;
-    const r = t.dir.link(t.backing(from), t.backing(s.path));
+    const f = t.at(from);
+    if (typeof f === "number") return f;
+    const g = t.at(s.path);
+    if (typeof g === "number") return g;
+    const r = asCaller(req, () => t.dir.link(f, g));
     if (r < 0) return r;
     const a = t.stat(s.path);
     if (typeof a === "number") return a;
@@ -179,6 +204,7 @@ export class Namespace {
     const path = t.path(req.nodeid);
     if (path === null) return -E.ENOENT;
     if (t.kind(path) === "sock") return new TextEncoder().encode(t.sockTarget(path));
-    return t.dir.readlink(t.backing(path));
+    const p = t.at(path);
+    return typeof p === "number" ? p : t.dir.readlink(p);
   }
 }

@@ -2,11 +2,11 @@
 import type { Attr } from "../abi/fuse.ts";
 import { ERRNO } from "../abi/errno.ts";
 import * as libc from "../sys/libc.ts";
-import { Dir } from "../sys/dir.ts";
+import type { At, Dir } from "../sys/dir.ts";
+import { Backing, type Place } from "./backing.ts";
 import { fromStat, outView, putAttr, putEntry, S, virtualAttr } from "./attr.ts";
-import { baseOf, classify, type Kind } from "./classify.ts";
+import { baseOf, classify, type Kind, parentOf } from "./classify.ts";
 import type { Commit, ControlWriter, Temp } from "./control.ts";
-import type { Request } from "./conn.ts";
 import type { Listing } from "./listing.ts";
 import { join, type Node, Nodes } from "./nodes.ts";
 
@@ -46,11 +46,10 @@ export type Handle =
   | { t: "temp"; temp: Temp }
   | { t: "dir"; list: Listing };
 
-/** What a path is, cached: its kind, backing C path (relative to the generation) and timeout. */
-export interface PathInfo {
+/** What a path is, cached: its kind, timeout, and where its backing calls go (parent dir + name). */
+export interface PathInfo extends Place {
   path: string;
   kind: Kind;
-  c: Uint8Array;
   ttl: number;
 }
 
@@ -64,7 +63,10 @@ const enc = new TextEncoder();
  */
 const SHARED_DIR = 0o1777;
 
-/** True for `home/<uid>/agent/...` and `shared/<space>/agent/...`: written behind the mount's back. */
+/**
+ * True for `home/<uid>/agent/...` and `shared/<space>/agent/...`: written behind the mount's back
+ * (by the runtime, and by agents, whose sandboxes bind these directories).
+ */
 function daemonWritten(path: string): boolean {
   const top = path.startsWith("home/") ? 5 : path.startsWith("shared/") ? 7 : -1;
   if (top < 0) return false;
@@ -77,7 +79,9 @@ function daemonWritten(path: string): boolean {
 export class Tree {
   readonly o: CtxFsOptions;
   readonly nodes = new Nodes();
-  /** The generation directory: every backing call walks from here (see src/sys/dir.ts). */
+  /** The backing tree: parent directories reached without symlinks (see backing.ts). */
+  readonly back: Backing;
+  /** The generation directory and the calls on names (src/sys/dir.ts). */
   readonly dir: Dir;
   readonly bins: Set<string>;
   /** Open file and directory handles by fh. */
@@ -93,7 +97,8 @@ export class Tree {
 
   constructor(options: CtxFsOptions) {
     this.o = options;
-    this.dir = new Dir(options.root);
+    this.back = new Backing(options.root);
+    this.dir = this.back.dir;
     this.bins = new Set(Object.keys(options.bins));
   }
 
@@ -108,7 +113,14 @@ export class Tree {
     if (i === undefined) {
       if (this.#infos.size > 100_000) this.#infos.clear();
       const kind = classify(path, this.bins);
-      i = { path, kind, c: libc.cstr(path === "" ? "." : path), ttl: this.#ttlOf(kind, path) };
+      i = {
+        path,
+        kind,
+        ttl: this.#ttlOf(kind, path),
+        parent: parentOf(path),
+        name: libc.cstr(path === "" ? "." : baseOf(path)),
+        fresh: daemonWritten(path),
+      };
       this.#infos.set(path, i);
     }
     return i;
@@ -123,9 +135,17 @@ export class Tree {
   kind(path: string): Kind {
     return this.info(path).kind;
   }
-  /** The backing C path of `path`, relative to the generation directory. */
-  backing(path: string): Uint8Array {
-    return this.info(path).c;
+  /** Where a backing call on `path` goes: its parent directory's fd and its name, or -errno. */
+  at(path: string): At | number {
+    return this.back.at(this.info(path));
+  }
+  /** lstat of the backing `path` itself (nothing on the way followed): the shared Stat or -errno. */
+  lstat(path: string, info: PathInfo = this.info(path)): libc.Stat | number {
+    const at = this.back.at(info);
+    if (typeof at === "number") return at;
+    const st = this.dir.lstat(at);
+    this.back.seen(path, st);
+    return st;
   }
   /** The entry/attribute timeout of `path` seen as `kind`. */
   ttl(kind: Kind, path: string): number {
@@ -174,7 +194,7 @@ export class Tree {
           time: now,
         });
       case "sock": {
-        const def = this.dir.lstat(this.backing(path.slice(0, -5)));
+        const def = this.lstat(path.slice(0, -5));
         if (typeof def === "number") return def;
         return virtualAttr(path, {
           mode: S.IFLNK | 0o777,
@@ -192,7 +212,7 @@ export class Tree {
             gid: temp.gid,
           };
         }
-        const st = this.dir.lstat(info.c);
+        const st = this.lstat(path, info);
         if (typeof st === "number") return st;
         const a = fromStat(st);
         if ((a.mode & S.IFMT) === S.IFREG) {
@@ -203,23 +223,28 @@ export class Tree {
         return a;
       }
       case "cdir": {
-        const st = this.dir.lstat(info.c);
+        const st = this.lstat(path, info);
         if (typeof st === "number") return st;
         const a = fromStat(st);
         a.uid = this.o.owner(path + "/x");
         return a;
       }
       case "ro": {
-        const st = this.dir.lstat(info.c);
+        const st = this.lstat(path, info);
         if (typeof st === "number") return st;
         const a = fromStat(st);
         if (path === "agent") a.mode = S.IFDIR | SHARED_DIR; // anyone may start an agent
         else if ((a.mode & S.IFMT) !== S.IFLNK) a.mode &= ~0o222;
+        // An agent entry is root's in the backing tree; its owner is shown (sticky agent/: the
+        // owner may remove or replace it).
+        if (info.parent === "agent" && (a.mode & S.IFMT) === S.IFREG) {
+          a.uid = this.o.owner(`${path}.d/owner`);
+        }
         return a;
       }
       case "rw":
       case "stage": {
-        const st = this.dir.lstat(info.c);
+        const st = this.lstat(path, info);
         if (typeof st === "number") return st;
         const a = fromStat(st);
         if (path === "home") a.mode = S.IFDIR | SHARED_DIR; // anyone may make home/<own uid>
@@ -290,13 +315,6 @@ export class Tree {
     // A user makes the control dirs of their own tools and models (home/<uid>/{tool,model}/<n>.d).
     if (kind === "rw" || (kind === "cdir" && path.startsWith("home/"))) return { kind, path };
     return -E.EROFS;
-  }
-
-  /** Gives a created file to the caller (the daemon runs as root); setgid dirs pass their group. */
-  ownerOf(req: Request, parent: string): [number, number] {
-    const st = this.dir.lstat(this.backing(parent));
-    const gid = typeof st !== "number" && st.mode & S.ISGID ? st.gid : req.gid;
-    return [req.uid, gid];
   }
 
   /** Registers a handle; returns its fh. */

@@ -87,7 +87,7 @@ export class Xattrs {
       case "backing_exists": {
         const t = this.#t;
         if (f.memory) return "0";
-        return typeof t.dir.lstat(t.backing(f.path)) === "number" ? "0" : "1";
+        return typeof t.lstat(f.path) === "number" ? "0" : "1";
       }
       case "bytes":
         return String(f.attr.size);

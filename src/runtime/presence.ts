@@ -1,34 +1,24 @@
 /** The agent summary projections `agent/<n>.d/status` and `pid`: ready/busy while served, dead after. */
-import { tempPath } from "../store/atomic.ts";
+import { replaceFile } from "../store/atomic.ts";
 
 /** What `agent/<n>.d/status` says (the subset of the ABI's values this runtime writes). */
 export type AgentStatus = "ready" | "busy" | "dead";
 
 /**
- * Writes `text` to `path` atomically (temp + rename), keeping the existing file's mode and owner.
- * Not fsynced: status and pid are dynamic summaries (spec: not durable state), and the next start
+ * Writes `text` to `path` atomically (temp + rename) as a definition file: the daemon's (root's),
+ * 0644, mode and owner set through the descriptor (src/store/atomic.ts), never by path. Not
+ * fsynced: status and pid are dynamic summaries (spec: not durable state), and the next start
  * rewrites them; an fsync here would cost every run two journal commits for nothing.
  */
 function project(path: string, text: string): void {
-  let mode = 0o644, uid: number | null = null, gid: number | null = null;
   try {
-    const st = Deno.lstatSync(path);
-    mode = (st.mode ?? mode) & 0o7777;
-    uid = st.uid;
-    gid = st.gid;
-  } catch { /* new file: root's, 0644 */ }
-  const tmp = tempPath(path);
-  try {
-    Deno.writeTextFileSync(tmp, text, { mode, createNew: true });
-    Deno.chmodSync(tmp, mode);
-    if (uid !== null && gid !== null && (uid !== Deno.uid() || gid !== Deno.gid())) {
-      Deno.chownSync(tmp, uid, gid);
-    }
-    Deno.renameSync(tmp, path);
+    replaceFile(path, text, {
+      mode: 0o644,
+      uid: Deno.uid() ?? 0,
+      gid: Deno.gid() ?? 0,
+      sync: false,
+    });
   } catch {
-    try {
-      Deno.removeSync(tmp);
-    } catch { /* never made */ }
     // A summary must never fail a run or a start (the agent may have just been removed).
   }
 }

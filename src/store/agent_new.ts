@@ -112,15 +112,18 @@ export function createAgent(root: string, name: string, options: NewAgentOptions
   }
 
   // Nothing was written so far; from here on, a failure removes what this call made.
+  // The definition files are the caller's: root's on the storage tree (only root can write it),
+  // and root's through the mount too (the daemon writes them). `owner` says whose agent it is;
+  // only the home below home/<uid>/ is the uid's.
   const id = { uid: options.uid, gid: options.gid };
   let made = false;
   try {
     Deno.mkdirSync(`${root}/${path}.d`, { mode: 0o755 });
     made = true;
-    makeDir(`${root}/${path}.d`, { mode: 0o755, ...id });
-    writeAll(`${root}/${path}.d`, controls, id);
+    makeDir(`${root}/${path}.d`, { mode: 0o755 });
+    writeAll(`${root}/${path}.d`, controls);
     makeAgentHome(root, name, id);
-    replaceFile(`${root}/${path}`, entry, { mode: 0o755, ...id });
+    replaceFile(`${root}/${path}`, entry, { mode: 0o755 });
     syncDir(`${root}/agent`);
   } catch (e) {
     if (made && !exists(`${root}/${path}`)) {

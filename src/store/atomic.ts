@@ -1,4 +1,14 @@
 /** The one atomic-replace helper: temp file in the same directory, fsync, rename, directory fsync. */
+import {
+  closeSync,
+  constants,
+  fchmodSync,
+  fchownSync,
+  fstatSync,
+  fsyncSync,
+  openSync,
+  writeSync,
+} from "node:fs";
 import { CtxError, toCtxError } from "../abi/errno.ts";
 
 /** Options for {@link replaceFile}. */
@@ -8,12 +18,20 @@ export interface ReplaceOptions {
   /** Owner; default: the existing file's owner, else the caller. */
   uid?: number;
   gid?: number;
+  /**
+   * fsync the file and its directory (default true). Only dynamic summaries that the next start
+   * rewrites anyway (an agent's `status`/`pid`) pass false.
+   */
+  sync?: boolean;
 }
 
 function dirOf(path: string): string {
   const i = path.lastIndexOf("/");
   return i <= 0 ? (i === 0 ? "/" : ".") : path.slice(0, i);
 }
+
+/** A new file, never through a symlink, not inherited by children. */
+const CREATE = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
 
 function baseOf(path: string): string {
   return path.slice(path.lastIndexOf("/") + 1);
@@ -57,21 +75,28 @@ export function replaceFile(
     }
   }
   const tmp = tempPath(path);
+  const sync = options.sync ?? true;
   try {
-    const f = Deno.openSync(tmp, { write: true, createNew: true, mode: mode ?? 0o644 });
+    // Mode and owner are set through the open descriptor (fchmod/fchown), never by path: the
+    // directory may be writable by someone else (a user's home), who could swap the temp name for
+    // a symlink between the create and a chmod/chown by path and have root change another file.
+    // O_EXCL never follows a symlink, and the fd is the file this call created.
+    const fd = openSync(tmp, CREATE, mode ?? 0o644);
     try {
       let off = 0;
-      while (off < bytes.length) off += f.writeSync(bytes.subarray(off));
-      f.syncSync();
+      while (off < bytes.length) off += writeSync(fd, bytes, off, bytes.length - off);
+      const st = fstatSync(fd);
+      if (uid !== undefined && gid !== undefined && (st.uid !== uid || st.gid !== gid)) {
+        fchownSync(fd, uid, gid); // before the chmod: a chown clears set-id bits
+      }
+      // the umask must not narrow a preserved mode
+      if (mode !== undefined && (fstatSync(fd).mode & 0o7777) !== mode) fchmodSync(fd, mode);
+      if (sync) fsyncSync(fd);
     } finally {
-      f.close();
-    }
-    if (mode !== undefined) Deno.chmodSync(tmp, mode); // umask must not narrow a preserved mode
-    if (uid !== undefined && gid !== undefined && (uid !== Deno.uid() || gid !== Deno.gid())) {
-      Deno.chownSync(tmp, uid, gid);
+      closeSync(fd);
     }
     Deno.renameSync(tmp, path);
-    syncDir(dirOf(path));
+    if (sync) syncDir(dirOf(path));
   } catch (e) {
     try {
       Deno.removeSync(tmp);

@@ -13,6 +13,7 @@ import {
   toCtxError,
   type Window,
 } from "../abi/mod.ts";
+import { asUser, type FsId } from "../sys/fsid.ts";
 import { replaceFile } from "./atomic.ts";
 import { readControl, resolveModel } from "./agent.ts";
 
@@ -31,6 +32,8 @@ export interface ControlRef {
 export interface ControlOptions {
   /** The writer's uid; when given, authority is checked (uid 0, or the owner). */
   uid?: number;
+  /** The writer's gid: a user-tier control the writer owns is written with it. */
+  gid?: number;
 }
 
 /**
@@ -265,15 +268,47 @@ function lockDir(dir: string): Deno.FsFile | undefined {
 }
 
 /**
+ * The identity a write to `ref` runs as: user-tier objects (`home/<u>/{tool,model}/`) are u's and
+ * live in u's home, so root acts there only as u (a symlink u planted reaches nothing u could not
+ * reach, and new files are u's); null for the system tier (root's definitions, written as root).
+ */
+function tierUser(root: string, ref: ControlRef, options: ControlOptions): FsId | null {
+  const m = ref.base.match(/^home\/([0-9]+)\//);
+  if (!m) return null;
+  const uid = Number(m[1]);
+  if (options.uid === uid && options.gid !== undefined) return { uid, gid: options.gid };
+  let gid = uid;
+  try {
+    const st = Deno.lstatSync(`${root}/home/${uid}`);
+    if (st.isDirectory && st.uid === uid && st.gid !== null) gid = st.gid;
+  } catch { /* no home: the uid's own number */ }
+  return { uid, gid };
+}
+
+/**
  * Validates (see {@link checkControl}) and atomically replaces the control: a rejected write leaves
- * the file byte-for-byte unchanged; an accepted one keeps the file's mode and owner (a new file
- * gets mode 0644 and the owner of its `.d/` directory).
+ * the file byte-for-byte unchanged. A system-tier control (agent/, model/, tool/) is the tree's:
+ * written as the caller (root), mode 0644, whoever asked. A user-tier control keeps its mode and
+ * is written as its user (see {@link tierUser}), never by root's authority.
  */
 export function writeControl(
   root: string,
   abiPath: string,
   bytes: Uint8Array,
   options: ControlOptions = {},
+): void {
+  const ref = classify(abiPath);
+  const user = ref ? tierUser(root, ref, options) : null;
+  if (user === null) return write(root, abiPath, bytes, options, null);
+  asUser(user, () => write(root, abiPath, bytes, options, user));
+}
+
+function write(
+  root: string,
+  abiPath: string,
+  bytes: Uint8Array,
+  options: ControlOptions,
+  user: FsId | null,
 ): void {
   const ref = classify(abiPath);
   const dir = ref ? `${root}/${ref.base}/${ref.object}.d` : undefined;
@@ -288,15 +323,16 @@ export function writeControl(
     }
     const { ref: r, dir: d } = check(root, abiPath, bytes, options);
     const path = `${d}/${r.control}`;
-    let owner: { uid?: number; gid?: number; mode?: number } = {};
-    try {
-      Deno.lstatSync(path);
-    } catch {
-      const st = Deno.statSync(d);
-      owner = { uid: st.uid ?? undefined, gid: st.gid ?? undefined, mode: 0o644 };
+    // No chown ever: the file is created by whoever writes (root, or the user for its own tier).
+    const self = user ?? { uid: Deno.uid() ?? 0, gid: Deno.gid() ?? 0 };
+    let mode = 0o644;
+    if (user !== null) {
+      try {
+        mode = (Deno.lstatSync(path).mode ?? mode) & 0o777;
+      } catch { /* a new control: 0644 */ }
     }
     try {
-      replaceFile(path, bytes, owner);
+      replaceFile(path, bytes, { mode, uid: self.uid, gid: self.gid });
     } catch (e) {
       throw toCtxError(e, abiPath);
     }

@@ -430,24 +430,63 @@ Deno.test("cross-file rules for tools and models: name matches, no self fallback
     );
   }));
 
-Deno.test("writeControl() keeps an existing file's mode and owner; a new control gets 0644 and the dir's owner", () =>
+Deno.test("writeControl(): a system-tier control is the caller's (root's), 0644, whoever owned the old file or its dir", () =>
   withTree((root) => {
     const p = `${root}/agent/coder.d/window`;
-    Deno.chmodSync(p, 0o600);
+    Deno.chmodSync(p, 0o666);
     Deno.chownSync(p, 1000, 1000);
-    set(root, "agent/coder.d/window", "4096\n");
-    const st = Deno.statSync(p);
-    assertEquals([st.mode! & 0o7777, st.uid, st.gid], [0o600, 1000, 1000]);
     Deno.chownSync(`${root}/agent/coder.d`, 1000, 1001);
+    set(root, "agent/coder.d/window", "4096\n", 1000);
     set(root, "agent/coder.d/approval", "ask\n");
-    const nst = Deno.statSync(`${root}/agent/coder.d/approval`);
-    assertEquals([nst.mode! & 0o7777, nst.uid, nst.gid, read(root, "agent/coder.d/approval")], [
-      0o644,
-      1000,
-      1001,
-      "ask\n",
+    const own = (rel: string) => {
+      const st = Deno.lstatSync(`${root}/${rel}`);
+      return [st.mode! & 0o7777, st.uid, st.gid, read(root, rel)];
+    };
+    const me = [Deno.uid(), Deno.gid()];
+    assertEquals([own("agent/coder.d/window"), own("agent/coder.d/approval")], [
+      [0o644, ...me, "4096\n"],
+      [0o644, ...me, "ask\n"],
     ]);
   }));
+
+Deno.test({
+  name:
+    "writeControl(): a user-tier control is written as its user (mode kept), so the user's symlinks reach nothing of root's",
+  ignore: Deno.uid() !== 0,
+  fn: () =>
+    withTree((root) => {
+      const u = 1000;
+      Deno.chmodSync(root, 0o755); // the user must reach its home, as in a real storage tree
+      const home = `${root}/home/${u}`;
+      Deno.mkdirSync(`${home}/tool/mine.d`, { recursive: true });
+      Deno.writeTextFileSync(`${home}/tool/mine.d/description`, "old\n", { mode: 0o600 });
+      Deno.chmodSync(`${home}/tool/mine.d/description`, 0o600);
+      for (const d of [home, `${home}/tool`, `${home}/tool/mine.d`]) Deno.chownSync(d, u, u);
+      Deno.chownSync(`${home}/tool/mine.d/description`, u, u);
+      set(root, `home/${u}/tool/mine.d/description`, "mine\n", u); // the user through the mount
+      set(root, `home/${u}/tool/mine.d/name`, "mine\n"); // root writing the user's control
+      const own = (rel: string) => {
+        const st = Deno.lstatSync(`${root}/${rel}`);
+        return [st.mode! & 0o7777, st.uid, st.gid, read(root, rel)];
+      };
+      assertEquals(
+        [own(`home/${u}/tool/mine.d/description`), own(`home/${u}/tool/mine.d/name`)],
+        [[0o600, u, u, "mine\n"], [0o644, u, u, "mine\n"]],
+      );
+      // The user points its tool/ at the system tools: root writing "its" control is refused
+      // (the write runs as the user), and the system tool's file is untouched.
+      Deno.removeSync(`${home}/tool`, { recursive: true });
+      Deno.symlinkSync("../../tool", `${home}/tool`);
+      const before = read(root, "tool/fs.read.d/description");
+      Deno.chmodSync(`${root}/tool/fs.read.d`, 0o755);
+      const e = assertThrows(
+        () => set(root, `home/${u}/tool/fs.read.d/description`, "pwned\n"),
+        CtxError,
+      );
+      assertEquals([e.errno, read(root, "tool/fs.read.d/description")], ["EACCES", before]);
+      assertEquals([...Deno.readDirSync(`${root}/tool/fs.read.d`)].length, 5); // no temp left
+    }),
+});
 
 Deno.test("writeControl() waits for the directory lock, then checks the state it finds", () =>
   withTree(async (root) => {

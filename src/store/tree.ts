@@ -144,7 +144,10 @@ function owner(o: { uid?: number; gid?: number }): { uid?: number; gid?: number 
   return o.uid === undefined ? {} : { uid: o.uid, gid: o.gid };
 }
 
-/** Makes a directory with an exact mode and owner (root only changes ownership). */
+/**
+ * Makes a directory with an exact mode and owner (root only changes ownership). Definitions
+ * (`agent/`, `tool/`, `model/`, `bin/`) never pass an owner: they are the tree's, i.e. root's.
+ */
 export function makeDir(
   dir: string,
   options: { mode?: number; uid?: number; gid?: number } = {},
@@ -223,10 +226,11 @@ export function buildInitialTree(dir: string, ctx: TreeContext): void {
     replaceFile(`${dir}/tool/${t.name}`, toolEntry(t), { mode: 0o755 });
   }
 
-  // The default agent, owned by the creating uid; its entry is written after its controls.
+  // The default agent: its `owner` control names the creating uid; its definition files are the
+  // tree's (root's), so nobody edits them behind the control rules. Entry written last.
   const id = { uid: ctx.uid, gid: ctx.gid };
   const name = DEFAULT_AGENT.name;
-  makeDir(`${dir}/agent/${name}.d`, { mode: 0o755, ...id });
+  makeDir(`${dir}/agent/${name}.d`);
   writeAll(
     `${dir}/agent/${name}.d`,
     agentControls(name, {
@@ -237,9 +241,8 @@ export function buildInitialTree(dir: string, ctx: TreeContext): void {
       window: "auto",
       policyModel: ECHO_MODEL.ref,
     }),
-    id,
   );
-  replaceFile(`${dir}/agent/${name}`, agentEntry(name), { mode: 0o755, ...id });
+  replaceFile(`${dir}/agent/${name}`, agentEntry(name), { mode: 0o755 });
   makeAgentHome(dir, name, id);
   syncDir(`${dir}/agent`);
   syncDir(dir);

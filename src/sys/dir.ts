@@ -1,9 +1,11 @@
-/** A directory fd and the *at(2) calls relative to it: the backing tree of a mount, walked from its root. */
+/** A directory fd and the *at(2) calls on names in it: the backing tree of a mount, never walked through a symlink. */
 import { close, errno, fstat, O, open, type Stat, statAt } from "./libc.ts";
 
 // Relative walks are the point: a stat of `home/0/d/f` from the generation's fd walks 4 components,
 // the absolute path under /var/lib/cortexfs/storage/generations/<g>/ about 10; measured 0.70 us
 // against 1.43 us per lstat over 10,000 files, the largest single cost of a LOOKUP or GETATTR.
+// Walking a whole relative path with fstatat would follow a symlink in any component, so callers
+// hold directory fds from `beneath()` (cached in src/fuse/backing.ts) and name one component.
 const lib = Deno.dlopen("libc.so.6", {
   openat: { parameters: ["i32", "buffer", "i32", "u32"], result: "i32" },
   mkdirat: { parameters: ["i32", "buffer", "u32"], result: "i32" },
@@ -19,13 +21,37 @@ const lib = Deno.dlopen("libc.so.6", {
   fstatvfs: { parameters: ["i32", "buffer"], result: "i32" },
   ftruncate: { parameters: ["i32", "i64"], result: "i32" },
   getdents64: { parameters: ["i32", "buffer", "usize"], result: "i32" },
+  // openat2(2) has no glibc wrapper: the raw system call (variadic in C; glibc's syscall() only
+  // moves registers, so a fixed signature is sound). The result is an fd or -1: i32 suffices.
+  openat2: {
+    name: "syscall",
+    parameters: ["i64", "i32", "buffer", "buffer", "usize"],
+    result: "i32",
+  },
 });
 const sym = lib.symbols;
 const NOFOLLOW = 0x100; // AT_SYMLINK_NOFOLLOW
 const REMOVEDIR = 0x200; // AT_REMOVEDIR
+const SYS_OPENAT2: Record<string, bigint> = { x86_64: 437n, aarch64: 437n };
+const O_PATH = 0o10000000;
+/** RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH (linux/openat2.h). */
+const RESOLVE = 0x02n | 0x04n | 0x08n;
+// struct open_how { u64 flags; u64 mode; u64 resolve; }: the same request every time.
+const how = new BigUint64Array([BigInt(O_PATH | O.DIRECTORY | O.CLOEXEC), 0n, RESOLVE]);
+const howBytes = new Uint8Array(how.buffer);
+const HOW_SIZE = BigInt(howBytes.length);
 
 function ret(r: number): number {
   return r < 0 ? -errno() : r;
+}
+
+/**
+ * A name in an open directory: what every backing call takes. `fd` is a directory reached without
+ * following any symlink (see {@link Dir.beneath}); `name` is one NUL-terminated component (or `.`).
+ */
+export interface At {
+  fd: number;
+  name: Uint8Array;
 }
 
 /** `UTIME_NOW` / `UTIME_OMIT` for {@link Dir.utimens}. */
@@ -61,86 +87,104 @@ const DENT_SIZE = BigInt(dentBuf.length);
 const LINK_SIZE = BigInt(linkBuf.length);
 
 /**
- * An open directory; every path given to a method is a NUL-terminated path relative to it (`.` is
- * the directory itself). Paths never start with `/` here, so nothing escapes by accident; the
- * caller (src/fuse) builds them from names it has already checked.
+ * An open directory and the calls on names in it. Nothing here follows a symlink: directories
+ * below this one are reached with {@link Dir.beneath} (openat2 RESOLVE_BENEATH |
+ * RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS), and every call on a final name uses
+ * AT_SYMLINK_NOFOLLOW / O_NOFOLLOW (or acts on the link itself: unlink, rename, readlink).
  */
 export class Dir {
   /** The directory's fd (close-on-exec). */
   readonly fd: number;
+  readonly #arch: bigint;
 
   /** Opens `path` (absolute) as a directory; throws when it cannot. */
   constructor(path: string) {
     const enc = new TextEncoder();
     const fd = open(enc.encode(path + "\0"), O.RDONLY | O.DIRECTORY);
     if (fd < 0) throw new Error(`cannot open directory ${path}: errno ${-fd}`);
+    const nr = SYS_OPENAT2[Deno.build.arch];
+    if (nr === undefined) throw new Error(`no openat2 system call number for ${Deno.build.arch}`);
     this.fd = fd;
+    this.#arch = nr;
   }
 
-  /** fstatat(2) without following a final symlink (or following it): the shared Stat or -errno. */
-  lstat(path: Uint8Array, options?: { follow?: boolean }): Stat | number {
-    return statAt(this.fd, path, options?.follow ? 0 : NOFOLLOW);
+  /**
+   * Opens the directory `path` (relative, NUL-terminated; several components) below this one as an
+   * O_PATH fd, or -errno: ELOOP when any component is a symlink, EXDEV when `..` would climb out.
+   * The caller closes it.
+   */
+  beneath(path: Uint8Array): number {
+    return ret(sym.openat2(this.#arch, this.fd, path, howBytes, HOW_SIZE));
   }
-  /** openat(2): an fd (close-on-exec) or -errno. */
-  open(path: Uint8Array, flags: number, mode = 0): number {
-    return ret(sym.openat(this.fd, path, flags | O.CLOEXEC, mode));
+
+  /** fstatat(2) of the name itself (AT_SYMLINK_NOFOLLOW): the shared Stat or -errno. */
+  lstat(at: At): Stat | number {
+    return statAt(at.fd, at.name, NOFOLLOW);
+  }
+  /** openat(2) with O_NOFOLLOW (a final symlink fails ELOOP): an fd (close-on-exec) or -errno. */
+  open(at: At, flags: number, mode = 0): number {
+    return ret(sym.openat(at.fd, at.name, flags | O.CLOEXEC | O.NOFOLLOW, mode));
   }
   /** mkdirat(2): 0 or -errno. */
-  mkdir(path: Uint8Array, mode: number): number {
-    return ret(sym.mkdirat(this.fd, path, mode));
+  mkdir(at: At, mode: number): number {
+    return ret(sym.mkdirat(at.fd, at.name, mode));
   }
   /** mknodat(2): 0 or -errno. */
-  mknod(path: Uint8Array, mode: number, dev: number): number {
-    return ret(sym.mknodat(this.fd, path, mode, BigInt(dev)));
+  mknod(at: At, options: { mode: number; dev: number }): number {
+    return ret(sym.mknodat(at.fd, at.name, options.mode, BigInt(options.dev)));
   }
-  /** unlinkat(2) of a non-directory: 0 or -errno. */
-  unlink(path: Uint8Array): number {
-    return ret(sym.unlinkat(this.fd, path, 0));
+  /** unlinkat(2) of a non-directory (a symlink is removed, not followed): 0 or -errno. */
+  unlink(at: At): number {
+    return ret(sym.unlinkat(at.fd, at.name, 0));
   }
   /** unlinkat(2) with AT_REMOVEDIR: 0 or -errno. */
-  rmdir(path: Uint8Array): number {
-    return ret(sym.unlinkat(this.fd, path, REMOVEDIR));
+  rmdir(at: At): number {
+    return ret(sym.unlinkat(at.fd, at.name, REMOVEDIR));
   }
-  /** renameat2(2) within this directory tree: 0 or -errno. */
-  rename(from: Uint8Array, to: Uint8Array, flags = 0): number {
-    return ret(sym.renameat2(this.fd, from, this.fd, to, flags));
+  /** renameat2(2) of the names themselves: 0 or -errno. */
+  rename(from: At, to: At, options: { flags?: number } = {}): number {
+    return ret(sym.renameat2(from.fd, from.name, to.fd, to.name, options.flags ?? 0));
   }
-  /** symlinkat(2): makes `path` point at `target`; 0 or -errno. */
-  symlink(target: Uint8Array, path: Uint8Array): number {
-    return ret(sym.symlinkat(target, this.fd, path));
+  /** symlinkat(2): makes `at` point at `target`; 0 or -errno. */
+  symlink(target: Uint8Array, at: At): number {
+    return ret(sym.symlinkat(target, at.fd, at.name));
   }
   /** readlinkat(2): the target bytes (a copy) or -errno. */
-  readlink(path: Uint8Array): Uint8Array | number {
-    const n = sym.readlinkat(this.fd, path, linkBuf, LINK_SIZE);
+  readlink(at: At): Uint8Array | number {
+    const n = sym.readlinkat(at.fd, at.name, linkBuf, LINK_SIZE);
     return n < 0 ? -errno() : linkBuf.slice(0, n);
   }
-  /** linkat(2) without following: 0 or -errno. */
-  link(from: Uint8Array, to: Uint8Array): number {
-    return ret(sym.linkat(this.fd, from, this.fd, to, 0));
+  /** linkat(2) without following `from`: 0 or -errno. */
+  link(from: At, to: At): number {
+    return ret(sym.linkat(from.fd, from.name, to.fd, to.name, 0));
   }
-  /** Truncates a regular file by path (there is no truncateat): 0 or -errno. */
-  truncate(path: Uint8Array, size: number): number {
-    const fd = this.open(path, O.WRONLY | O.NONBLOCK | O.NOFOLLOW);
+  /** Truncates a regular file by name (there is no truncateat; O_NOFOLLOW, O_NONBLOCK): 0 or -errno. */
+  truncate(at: At, size: number): number {
+    const fd = this.open(at, O.WRONLY | O.NONBLOCK);
     if (fd < 0) return fd;
     const r = ret(sym.ftruncate(fd, BigInt(size)));
     close(fd);
     return r;
   }
-  /** fchmodat(2) (the kernel never sends a chmod for a symlink itself): 0 or -errno. */
-  chmod(path: Uint8Array, mode: number): number {
-    return ret(sym.fchmodat(this.fd, path, mode, 0));
+  /**
+   * fchmodat(2) with AT_SYMLINK_NOFOLLOW: a symlink answers EOPNOTSUPP (glibc does it through an
+   * O_PATH fd, or fchmodat2 on newer systems); 0 or -errno.
+   */
+  chmod(at: At, mode: number): number {
+    return ret(sym.fchmodat(at.fd, at.name, mode, NOFOLLOW));
   }
   /** fchownat(2) without following; -1 leaves that id unchanged: 0 or -errno. */
-  lchown(path: Uint8Array, uid: number, gid: number): number {
-    return ret(sym.fchownat(this.fd, path, uid >>> 0, gid >>> 0, NOFOLLOW));
+  lchown(at: At, ids: { uid: number; gid: number }): number {
+    return ret(sym.fchownat(at.fd, at.name, ids.uid >>> 0, ids.gid >>> 0, NOFOLLOW));
   }
   /** utimensat(2) without following; nsec may be UTIME.NOW/OMIT: 0 or -errno. */
-  utimens(path: Uint8Array, atime: [number, number], mtime: [number, number]): number {
+  utimens(at: At, times: { atime: [number, number]; mtime: [number, number] }): number {
+    const { atime, mtime } = times;
     tsView.setBigInt64(0, BigInt(atime[0]), true);
     tsView.setBigInt64(8, BigInt(atime[1]), true);
     tsView.setBigInt64(16, BigInt(mtime[0]), true);
     tsView.setBigInt64(24, BigInt(mtime[1]), true);
-    return ret(sym.utimensat(this.fd, path, tsBuf, NOFOLLOW));
+    return ret(sym.utimensat(at.fd, at.name, tsBuf, NOFOLLOW));
   }
   /** fstatvfs(3) of the tree's file system: its counters or -errno. */
   statvfs(): StatVfs | number {
@@ -159,9 +203,9 @@ export class Dir {
     };
   }
   /** Lists a directory with getdents64 (without "." and ".."): entries or -errno. */
-  list(path: Uint8Array): Dirent[] | number {
+  list(at: At): Dirent[] | number {
     const out: Dirent[] = [];
-    const r = this.scan(path, (buf, start, end, type, ino) => {
+    const r = this.scan(at, (buf, start, end, type, ino) => {
       out.push({ name: buf.slice(start, end), type, ino });
     });
     return r < 0 ? r : out;
@@ -171,10 +215,10 @@ export class Dir {
    * during the call: nothing is allocated per entry); 0 or -errno.
    */
   scan(
-    path: Uint8Array,
+    at: At,
     each: (buf: Uint8Array, start: number, end: number, type: number, ino: number) => void,
   ): number {
-    const fd = this.open(path, O.RDONLY | O.DIRECTORY);
+    const fd = this.open(at, O.RDONLY | O.DIRECTORY);
     if (fd < 0) return fd;
     try {
       for (;;) {

@@ -49,6 +49,19 @@ Deno.test("ctx agent new through the mount (root and uid 65534) makes what it ma
     createAgent(ref.root, "mine", { uid: 65534, gid: 65534, perm: "r--" });
     assertEquals(snapshot(tree.root, "ops", 0), snapshot(ref.root, "ops", 0));
     assertEquals(snapshot(tree.root, "mine", 65534), snapshot(ref.root, "mine", 65534));
+    // The definition is root's in the backing tree whoever made it (only home/<uid>/ is the
+    // uid's); the mount shows the owner.
+    const defs = Object.entries(snapshot(tree.root, "mine", 65534))
+      .filter(([k]) => k.startsWith("agent/"))
+      .map(([k, v]) => [k, v.split(" ").slice(0, 3).join(" ")]);
+    assertEquals(
+      defs,
+      defs.map(([k]) => [k, `${k.startsWith("agent/mine.d/") ? 644 : 755} 0 0`]),
+    );
+    const owners = await sh(
+      `stat -c '%u' ${tree.mount}/agent/mine ${tree.mount}/agent/mine.d/perm`,
+    );
+    assertEquals(owners.stdout, "65534\n65534\n");
     const shown = (n: string, f: string) => Deno.readTextFileSync(`${tree.root}/agent/${n}.d/${f}`);
     assertEquals([shown("ops", "status"), shown("mine", "status")], ["ready\n", "ready\n"]);
     assertEquals(Number(shown("ops", "pid")) === d.child.pid, true);

@@ -27,13 +27,17 @@ function untouched(dir: string): Record<string, Entry> {
   return out;
 }
 
-Deno.test("the registry is 1 initial-tree, 2 tsh-config", () => {
+Deno.test("the registry is 1 initial-tree, 2 tsh-config, 3 root-owned-definitions", () => {
   checkRegistry(MIGRATIONS);
-  assertEquals(MIGRATIONS.map((m) => [m.version, m.id]), [[1, "initial-tree"], [2, "tsh-config"]]);
-  assertEquals(latestVersion(MIGRATIONS), 2);
+  assertEquals(MIGRATIONS.map((m) => [m.version, m.id]), [
+    [1, "initial-tree"],
+    [2, "tsh-config"],
+    [3, "root-owned-definitions"],
+  ]);
+  assertEquals(latestVersion(MIGRATIONS), 3);
 });
 
-Deno.test("storage update brings a tree_version 1 tree to 2: tool/tsh.d/config added, nothing else changed", async () => {
+Deno.test("storage update brings a tree_version 1 tree to 3: tool/tsh.d/config added, nothing else changed (v3 has nothing to take over in a tree root built)", async () => {
   const s = await v1Storage();
   try {
     assertEquals(names(`${s}/current/tool`).includes("tsh.d"), false);
@@ -41,15 +45,16 @@ Deno.test("storage update brings a tree_version 1 tree to 2: tool/tsh.d/config a
     const r = await ctx(["storage", "update"], { env: { CORTEXFS_STORAGE: s } });
     assertEquals(r, {
       code: 0,
-      stdout: "created generation 2 (tree_version 1 -> 2)\napply 2 tsh-config\n" +
-        "switched current -> generations/2\n",
+      stdout: "created generation 2 (tree_version 1 -> 3)\napply 2 tsh-config\n" +
+        "apply 3 root-owned-definitions\nswitched current -> generations/2\n",
       stderr: "",
     });
     const dir = Deno.realPathSync(`${s}/current`);
-    assertEquals(treeProblems(dir, { bootstrap: true, treeVersion: 2 }), []);
+    assertEquals(treeProblems(dir, { bootstrap: true, treeVersion: 3 }), []);
     assertEquals(readBootstrap(dir).applied_migrations, [
       { version: 1, id: "initial-tree" },
       { version: 2, id: "tsh-config" },
+      { version: 3, id: "root-owned-definitions" },
     ]);
     const snap = snapshot(dir);
     assertEquals(
@@ -80,7 +85,7 @@ Deno.test("storage update brings a tree_version 1 tree to 2: tool/tsh.d/config a
     assertEquals(Object.keys(before).length > 50, true); // a real tree was compared, not a link
     // Running it again has nothing to do.
     const again = await ctx(["storage", "update"], { env: { CORTEXFS_STORAGE: s } });
-    assertEquals(again.stdout, "up to date: tree_version 2 (current -> generations/2)\n");
+    assertEquals(again.stdout, "up to date: tree_version 3 (current -> generations/2)\n");
   } finally {
     await Deno.remove(s, { recursive: true });
   }
@@ -94,7 +99,7 @@ Deno.test("tsh-config keeps an operator's valid config; a malformed one fails th
     Deno.writeTextFileSync(`${s}/current/tool/tsh.d/config`, "cache_capacity=5\n");
     assertEquals((await ctx(["storage", "update"], { env: { CORTEXFS_STORAGE: s } })).code, 0);
     assertEquals(Deno.readTextFileSync(`${s}/current/tool/tsh.d/config`), "cache_capacity=5\n");
-    assertEquals(readBootstrap(`${s}/current`).tree_version, 2);
+    assertEquals(readBootstrap(`${s}/current`).tree_version, 3);
 
     const t = await v1Storage();
     try {
