@@ -2,7 +2,9 @@
 import { Command } from "commander";
 import { CtxError, EXIT, exitCode, toCtxError } from "../src/abi/errno.ts";
 import { ensureDir } from "../src/store/atomic.ts";
+import { readBootstrap } from "../src/store/bootstrap.ts";
 import { currentGeneration, currentName, update } from "../src/store/generation.ts";
+import { latestVersion, MIGRATIONS } from "../src/store/migrate.ts";
 import { resolvePaths } from "../src/store/paths.ts";
 import { holdServing } from "../src/store/serving.ts";
 import { launchers, startMount } from "../src/fuse/mod.ts";
@@ -34,15 +36,25 @@ async function main(flags: Flags): Promise<number> {
     );
   }
   if (flags.dev) {
+    // Development mode owns its storage: build or upgrade it here, before anything serves it.
     ensureDir(mount, 0o755);
-    if (currentName(storage) === null) {
-      update(storage, {});
-      console.error(`cortexfsd: created the initial tree in ${storage}`);
-    }
+    const r = update(storage, {});
+    if (r.created) console.error(`cortexfsd: tree_version ${r.from} -> ${r.to} in ${storage}`);
   }
   ensureDir(run, 0o755);
   // The mount keeps the generation current names now for its whole life (rolling upgrades).
   const root = currentGeneration(storage);
+  // Serving an older tree would skip what its migrations enforce (e.g. root-owned definitions).
+  const have = readBootstrap(root).tree_version, want = latestVersion(MIGRATIONS);
+  if (have !== want) {
+    throw new CtxError(
+      "ENOTSUP",
+      have < want
+        ? `tree_version ${have} is older than this binary's ${want}: run \`ctx storage update\` first`
+        : `tree_version ${have} is newer than this binary's ${want}: use a newer cortexfsd`,
+      { path: root },
+    );
+  }
   const generation = currentName(storage) ?? "";
   // Held for the process lifetime: `ctx storage update` refuses to migrate, and --prune to remove,
   // a generation a running daemon serves. The kernel drops the lock however this process ends.
@@ -124,6 +136,8 @@ if (import.meta.main) {
   } catch (e) {
     const err = toCtxError(e);
     console.error(`cortexfsd: ${err}`);
-    Deno.exit(err.errno === "EBUSY" ? EXIT.unavailable : exitCode(err.errno));
+    // EBUSY: a live mount is there; ENOTSUP: the tree is not this binary's version. Both: unavailable.
+    const unavailable = err.errno === "EBUSY" || err.errno === "ENOTSUP";
+    Deno.exit(unavailable ? EXIT.unavailable : exitCode(err.errno));
   }
 }

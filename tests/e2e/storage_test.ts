@@ -2,6 +2,9 @@
 import { assertEquals, assertMatch } from "../assert.ts";
 import { cleanup, type Daemon, makeTree, startDaemon } from "../fuse/fixture.ts";
 import { ctx } from "../ctx/run.ts";
+import { mountedType } from "../../src/fuse/mount.ts";
+import { update } from "../../src/store/generation.ts";
+import { MIGRATIONS } from "../../src/store/migrate.ts";
 
 Deno.test("storage update refuses (EBUSY) while cortexfsd serves current; after the stop it updates and prunes", async () => {
   const tree = await makeTree();
@@ -25,6 +28,35 @@ Deno.test("storage update refuses (EBUSY) while cortexfsd serves current; after 
     const left = [...Deno.readDirSync(tree.storage)].map((e) => e.name).sort();
     assertEquals(left.filter((n) => n.startsWith(".serving")), []);
     assertEquals([...Deno.readDirSync(`${tree.storage}/generations`)].map((e) => e.name), ["2"]);
+  } finally {
+    await cleanup(d, tree);
+  }
+});
+
+Deno.test("cortexfsd refuses (exit 69) to serve a tree older than itself; after ctx storage update it serves", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "cortexfs-old-" });
+  const tree = {
+    dir,
+    storage: `${dir}/storage`,
+    mount: `${dir}/mnt`,
+    run: `${dir}/run`,
+  };
+  Deno.mkdirSync(tree.mount);
+  let d: Daemon | null = null;
+  try {
+    update(tree.storage, { migrations: MIGRATIONS.slice(0, -1) }); // what an older binary made
+    const old = await startDaemon(tree, { wait: false });
+    assertEquals((await old.child.status).code, 69);
+    await old.stop(); // collects its log
+    assertMatch(
+      old.log(),
+      /tree_version \d+ is older than this binary's \d+: run `ctx storage update`/,
+    );
+    assertEquals(mountedType(tree.mount), null);
+    const up = await ctx(["storage", "update"], { env: { CORTEXFS_STORAGE: tree.storage } });
+    assertEquals(up.code, 0, up.stderr);
+    d = await startDaemon(tree);
+    assertEquals(mountedType(tree.mount) !== null, true);
   } finally {
     await cleanup(d, tree);
   }
