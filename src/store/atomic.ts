@@ -1,15 +1,6 @@
 /** The one atomic-replace helper: temp file in the same directory, fsync, rename, directory fsync. */
-import {
-  closeSync,
-  constants,
-  fchmodSync,
-  fchownSync,
-  fstatSync,
-  fsyncSync,
-  openSync,
-  writeSync,
-} from "node:fs";
-import { CtxError, toCtxError } from "../abi/errno.ts";
+import { CtxError, errnoName, toCtxError } from "../abi/errno.ts";
+import { canWriteNew, writeNew } from "../sys/newfile.ts";
 
 /** Options for {@link replaceFile}. */
 export interface ReplaceOptions {
@@ -29,9 +20,6 @@ function dirOf(path: string): string {
   const i = path.lastIndexOf("/");
   return i <= 0 ? (i === 0 ? "/" : ".") : path.slice(0, i);
 }
-
-/** A new file, never through a symlink, not inherited by children. */
-const CREATE = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
 
 function baseOf(path: string): string {
   return path.slice(path.lastIndexOf("/") + 1);
@@ -77,23 +65,24 @@ export function replaceFile(
   const tmp = tempPath(path);
   const sync = options.sync ?? true;
   try {
-    // Mode and owner are set through the open descriptor (fchmod/fchown), never by path: the
-    // directory may be writable by someone else (a user's home), who could swap the temp name for
-    // a symlink between the create and a chmod/chown by path and have root change another file.
-    // O_EXCL never follows a symlink, and the fd is the file this call created.
-    const fd = openSync(tmp, CREATE, mode ?? 0o644);
+    if (canWriteNew()) {
+      // With FFI (cortexfsd, ctx): owner and mode are set on the descriptor, never by path.
+      const uidGid = uid !== undefined && gid !== undefined ? { uid, gid } : {};
+      const err = writeNew(tmp, bytes, { mode: mode ?? 0o644, ...uidGid, sync });
+      if (err !== 0) throw new CtxError(errnoName(err), `cannot write ${tmp}`, { path });
+      Deno.renameSync(tmp, path);
+      if (sync) syncDir(dirOf(path));
+      return;
+    }
+    // createNew is O_CREAT|O_EXCL: it never follows a symlink, and the file is the one created here.
+    const f = Deno.openSync(tmp, { write: true, createNew: true, mode: mode ?? 0o644 });
     try {
       let off = 0;
-      while (off < bytes.length) off += writeSync(fd, bytes, off, bytes.length - off);
-      const st = fstatSync(fd);
-      if (uid !== undefined && gid !== undefined && (st.uid !== uid || st.gid !== gid)) {
-        fchownSync(fd, uid, gid); // before the chmod: a chown clears set-id bits
-      }
-      // the umask must not narrow a preserved mode
-      if (mode !== undefined && (fstatSync(fd).mode & 0o7777) !== mode) fchmodSync(fd, mode);
-      if (sync) fsyncSync(fd);
+      while (off < bytes.length) off += f.writeSync(bytes.subarray(off));
+      fixup(tmp, f.statSync(), { mode, uid, gid });
+      if (sync) f.syncSync();
     } finally {
-      closeSync(fd);
+      f.close();
     }
     Deno.renameSync(tmp, path);
     if (sync) syncDir(dirOf(path));
@@ -103,6 +92,41 @@ export function replaceFile(
     } catch { /* already renamed or never created */ }
     throw e instanceof CtxError ? e : toCtxError(e, path);
   }
+}
+
+/**
+ * Without FFI (tsh): gives the new temp file the owner and mode asked for, when creating it did not
+ * already (a umask narrowed the mode, or the file must belong to someone else). Usually nothing is
+ * left to do, and nothing loads node:fs (~50 ms at every tsh start). Deno has no fchmod/fchown, so this
+ * works by path, which is only sound where nobody else can swap the name: acting as root, it does
+ * so only in a root-owned directory not writable by group or others, after checking the name is
+ * still the file it created; anything else fails closed (EPERM).
+ */
+function fixup(
+  tmp: string,
+  st: Deno.FileInfo,
+  want: { mode?: number; uid?: number; gid?: number },
+): void {
+  const chown = want.uid !== undefined && want.gid !== undefined &&
+    (st.uid !== want.uid || st.gid !== want.gid);
+  const chmod = want.mode !== undefined && ((st.mode ?? 0) & 0o7777) !== want.mode;
+  if (!chown && !chmod) return;
+  // A temp created by uid 0 means this thread acts with root's filesystem identity (under
+  // asUser the file belongs to that user, and a by-path change can only reach the user's own).
+  if (st.uid === 0) {
+    const dir = Deno.lstatSync(dirOf(tmp));
+    const safe = dir.isDirectory && (dir.uid === 0) && ((dir.mode ?? 0) & 0o022) === 0;
+    const same = Deno.lstatSync(tmp);
+    if (!safe || !same.isFile || same.ino !== st.ino || same.dev !== st.dev) {
+      throw new CtxError(
+        "EPERM",
+        `refusing to set owner/mode as root in ${dirOf(tmp)}: others can write there`,
+        { path: tmp },
+      );
+    }
+  }
+  if (chown) Deno.chownSync(tmp, want.uid!, want.gid!); // both checked defined above
+  if (want.mode !== undefined && (chmod || chown)) Deno.chmodSync(tmp, want.mode); // chown clears set-id
 }
 
 /** Creates `dir` (and parents) and fsyncs the parent of each created level. */
