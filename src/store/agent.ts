@@ -102,7 +102,7 @@ export interface ToolDef {
   policy: PolicyRule[];
 }
 
-const dec = new TextDecoder("utf-8", { fatal: true });
+const dec = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 
 /** Whether `path` is a real directory (symlinks are not followed). */
 function isDir(path: string): boolean {

@@ -77,7 +77,7 @@ export function tempControl(name: string): string | null {
 /** Identity and subject controls: a non-root owner may not widen who the agent runs as. */
 const ROOT_ONLY = new Set(["gid", "groups", "label"]);
 
-const dec = new TextDecoder("utf-8", { fatal: true });
+const dec = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 
 /** Rewords any failure as `Cannot set "<control>": <rule that failed>`, with the ABI path. */
 function fail(e: unknown, abiPath: string, control: string): CtxError {

@@ -216,6 +216,16 @@ Deno.test("writeControl() checks path, size and encoding before the format", () 
       "EINVAL",
       `Cannot set "system.md": the bytes are not UTF-8`,
     );
+    // A byte-order mark is bytes, not decoration: the one canonical line does not start with it.
+    const bom = (t: string) => new Uint8Array([0xef, 0xbb, 0xbf, ...new TextEncoder().encode(t)]);
+    for (const [path, text] of [["window", "auto\n"], ["perm", "r--\n"]]) {
+      const before = read(root, `agent/coder.d/${path}`);
+      const e = assertThrows(
+        () => writeControl(root, `agent/coder.d/${path}`, bom(text)),
+        CtxError,
+      );
+      assertEquals([e.errno, read(root, `agent/coder.d/${path}`)], ["EINVAL", before]);
+    }
     rejected(root, "agent/coder", "x\n", "EINVAL", `Cannot set "agent/coder": not a control file`);
     set(root, "agent/coder.d/system.md", "x".repeat(65536));
     assertEquals(read(root, "agent/coder.d/system.md").length, 65536);

@@ -3,7 +3,7 @@ import { CtxError, toCtxError } from "../abi/errno.ts";
 import { syncDir } from "./atomic.ts";
 
 const enc = new TextEncoder();
-const dec = new TextDecoder("utf-8", { fatal: true });
+const dec = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 
 /** Options for {@link appendRecord}. */
 export interface AppendOptions {

@@ -25,7 +25,7 @@ function entries(dir: string): Deno.DirEntry[] {
   );
 }
 
-const dec = new TextDecoder("utf-8", { fatal: true });
+const dec = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 
 /** Every problem of the tree at `dir`, as CtxErrors naming the ABI path and the rule; [] when valid. */
 export function treeProblems(dir: string, options: ValidateOptions = {}): CtxError[] {
