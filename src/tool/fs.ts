@@ -106,10 +106,70 @@ function stat(input: Input, limit: number): Output {
   });
 }
 
+/** Why the kernel refused a write, as the rule it enforces (the errno stays the kernel's). */
+const WRITE_RULE: Record<string, string> = {
+  EROFS: "it is on a read-only mount of this sandbox (/ctx, system dirs, /etc entries, .git)",
+  EACCES: "the Linux mode/owner does not let this agent write it",
+  EPERM: "the Linux mode/owner does not let this agent write it",
+  EBUSY: "it is a mount point, which a replace by rename cannot change",
+};
+
+/**
+ * A kernel refusal of a write as a CtxError naming the rule. Other errors, and a refusal that
+ * already names its own rule (replaceFile's fail-closed EPERM has no OS error as its cause), pass
+ * unchanged.
+ */
+function refusal(e: unknown, path: string, what: string): CtxError {
+  const err = toCtxError(e, path);
+  const rule = WRITE_RULE[err.errno];
+  const kernel = !(e instanceof CtxError) ||
+    (e.cause instanceof Error && !(e.cause instanceof CtxError));
+  if (rule === undefined || !kernel) return err;
+  return new CtxError(err.errno, `${what}: ${rule}`, { path, cause: e });
+}
+
+/**
+ * Writes `path` atomically as the agent. It checks first, without changing anything, that the
+ * agent may write the file itself (an open for writing, never truncating): a replace by rename
+ * needs only the directory, and must not let an agent overwrite a file whose mode or mount
+ * forbids it. The new file belongs to the agent (replaceFile never chowns it to the old owner,
+ * which the agent could not do anyway) and keeps the old mode.
+ */
+function put(path: string, data: string, tool: string): void {
+  let exists = true;
+  try {
+    const st = Deno.lstatSync(path);
+    if (st.isDirectory) {
+      throw new CtxError("EISDIR", `${tool} writes files, not directories`, { path });
+    }
+    if (!st.isFile) {
+      throw new CtxError("EINVAL", `${tool} replaces regular files only`, { path });
+    }
+  } catch (e) {
+    if (e instanceof CtxError) throw e;
+    if (!(e instanceof Deno.errors.NotFound)) throw toCtxError(e, path);
+    exists = false;
+  }
+  if (exists) {
+    try {
+      Deno.openSync(path, { write: true }).close();
+    } catch (e) {
+      throw refusal(e, path, `${tool} refused to write the file`);
+    }
+  }
+  const ids = { uid: Deno.uid() ?? undefined, gid: Deno.gid() ?? undefined };
+  try {
+    replaceFile(path, data, ids.uid !== undefined && ids.gid !== undefined ? ids : {});
+  } catch (e) {
+    const dir = path.slice(0, Math.max(path.lastIndexOf("/"), 1)) || ".";
+    throw refusal(e, path, `${tool} refused to create a file in ${dir}`);
+  }
+}
+
 function write(input: Input): Output {
   const path = str(input, "path");
   const content = str(input, "content");
-  wrap(path, () => replaceFile(path, content));
+  put(path, content, "fs.write");
   return {
     content: `wrote ${new TextEncoder().encode(content).length} bytes to ${path}\n`,
     truncated: false,
@@ -135,7 +195,7 @@ function replace(input: Input): Output {
       path,
     });
   }
-  wrap(path, () => replaceFile(path, text.replace(old, () => str(input, "new"))));
+  put(path, text.replace(old, () => str(input, "new")), "fs.replace");
   return { content: `replaced 1 occurrence in ${path}\n`, truncated: false };
 }
 

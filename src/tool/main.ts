@@ -1,7 +1,7 @@
 /** tsh's program: flags, the view from the allowlisted environment, one-shot, --json frames and the REPL. */
 import { TSH_ENV } from "../sandbox/env.ts";
 import { operate, type ShellContext, words } from "./shell.ts";
-import { ctxPathFor, mapView } from "./resolve.ts";
+import { ctxPathFor, mapView, normalizeView } from "./resolve.ts";
 import type { ToolResult } from "./result.ts";
 import { toolCache } from "./config.ts";
 
@@ -19,17 +19,31 @@ function readEnv(): Record<string, string | undefined> {
   return env;
 }
 
-/** Builds tsh's context from its environment and flags. */
+/**
+ * Builds tsh's context from its environment and flags. A standalone session reads exactly
+ * `$CTX_HOME/.tshrc` (CTX_HOME normalized; `/ctx/home/<uid>` when unset); `warn` (default:
+ * stderr) hears about a .tshrc that is refused and ignored.
+ */
 export function context(
   env: Record<string, string | undefined>,
-  options: { root?: string; limit?: number; cache?: number; timeout?: number } = {},
+  options: {
+    root?: string;
+    limit?: number;
+    cache?: number;
+    timeout?: number;
+    warn?: (message: string) => void;
+  } = {},
 ): ShellContext {
   const root = options.root ?? env.CTX_ROOT ?? "/ctx";
-  const m = /\/home\/(\d+)$/.exec(env.CTX_HOME ?? "");
+  const home = env.CTX_HOME ? normalizeView(env.CTX_HOME) : null;
+  // The uid names the default CTX_PATH's user tier; CTX_HOME says whose home this session is.
+  const m = home ? /^\/ctx\/home\/(\d+)$/.exec(home) : null;
   const uid = m ? Number(m[1]) : Deno.uid() ?? 0;
+  const warn = options.warn ??
+    ((msg: string) => Deno.stderr.writeSync(new TextEncoder().encode(`tsh: ${msg}\n`)));
   let tshrc: string | null = null;
   if (!env.CTX_AGENT) {
-    const rc = mapView(root, `/ctx/home/${uid}/.tshrc`);
+    const rc = mapView(root, `${home ?? `/ctx/home/${uid}`}/.tshrc`);
     try {
       if (rc) tshrc = Deno.readTextFileSync(rc);
     } catch { /* no .tshrc */ }
@@ -38,7 +52,7 @@ export function context(
     root,
     agent: env.CTX_AGENT || undefined,
     uid,
-    ctxPath: ctxPathFor(env, { tshrc, uid }),
+    ctxPath: ctxPathFor(env, { tshrc, uid, warn }),
     home: env.HOME,
     env,
     limit: options.limit ?? 16384,

@@ -1,6 +1,14 @@
 /** CTX_PATH resolution, .tshrc data parsing and precedence. */
-import { assertEquals } from "../../tests/assert.ts";
-import { ctxPathFor, mapView, parseTshrc, resolveTool } from "./resolve.ts";
+import { assertEquals, assertThrows } from "../../tests/assert.ts";
+import { CtxError } from "../abi/errno.ts";
+import {
+  ctxPathFor,
+  mapView,
+  normalizeView,
+  parseTshrc,
+  resolveTool,
+  splitCtxPath,
+} from "./resolve.ts";
 
 Deno.test("resolveTool() takes the first executable regular file, left to right, only under /ctx", async () => {
   const root = await Deno.makeTempDir();
@@ -42,4 +50,29 @@ Deno.test("ctxPathFor(): agent view wins; standalone reads .tshrc, then CTX_PATH
   assertEquals(ctxPathFor({ CTX_PATH: "/ctx/env" }, { tshrc: rc, uid: 0 }), ["/ctx/rc"]);
   assertEquals(ctxPathFor({ CTX_PATH: "/ctx/env" }, { tshrc: null, uid: 0 }), ["/ctx/env"]);
   assertEquals(ctxPathFor({}, { uid: 7 }), ["/ctx/tool", "/ctx/home/7/tool"]);
+});
+
+Deno.test("CTX_PATH entries are canonical; entries outside /ctx after normalizing are dropped", () => {
+  assertEquals(normalizeView("/ctx/./tool//"), "/ctx/tool");
+  assertEquals(normalizeView("/../ctx/a/../tool"), "/ctx/tool");
+  assertEquals(normalizeView("ctx/tool"), null);
+  assertEquals(splitCtxPath("/ctx/../usr/bin::ctx/rel:/ctx/./tool/:/ctx//tool:/ctxfoo"), [
+    "/ctx/tool",
+  ]);
+});
+
+Deno.test(".tshrc: a CTX_PATH line naming nothing under /ctx is EINVAL, reported, and the file ignored", () => {
+  assertThrows(() => parseTshrc("# x\nCTX_PATH=\n"), CtxError, 'line 2: CTX_PATH=""');
+  assertThrows(() => parseTshrc("CTX_PATH=/usr/bin\n"), CtxError, "names no directory under /ctx");
+  const said: string[] = [];
+  const warn = (m: string) => said.push(m);
+  assertEquals(ctxPathFor({ CTX_PATH: "/ctx/env" }, { tshrc: "CTX_PATH=\n", uid: 0, warn }), [
+    "/ctx/env",
+  ]);
+  assertEquals(ctxPathFor({}, { tshrc: "CTX_PATH=\n", uid: 3, warn }), [
+    "/ctx/tool",
+    "/ctx/home/3/tool",
+  ]);
+  assertEquals(said.length, 2);
+  assertEquals(said[0].startsWith("EINVAL: .tshrc line 1:"), true);
 });
