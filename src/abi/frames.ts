@@ -100,7 +100,7 @@ export type Frame =
     ts: number;
   }
   | { type: "delta"; run: string; text: string }
-  | { type: "message"; run: string; role: "assistant"; content: TextPart[] }
+  | { type: "message"; run: string; role: "assistant"; content: TextPart[]; truncated?: true }
   | {
     type: "message";
     run: string;
@@ -144,6 +144,7 @@ export type Reply =
     role: "user" | "assistant" | "tool";
     run: string;
     content: unknown;
+    truncated?: true;
   };
 
 /** Anything the server may write on a connection. */
@@ -155,4 +156,47 @@ export const serverFrame = z.looseObject({ type: z.string(), run: z.string().opt
 /** Serializes one frame as a JSONL line. */
 export function encodeFrame(f: unknown): string {
   return JSON.stringify(f) + "\n";
+}
+
+/** Largest delta text (UTF-8 bytes) in one frame: longer output streams as several deltas. */
+export const MAX_DELTA = 64 * 1024;
+
+const enc = new TextEncoder();
+
+/** Cuts `text` into pieces of at most `max` UTF-8 bytes, never inside a character. */
+export function splitText(text: string, max: number): string[] {
+  const bytes = enc.encode(text);
+  if (bytes.length <= max) return [text];
+  const dec = new TextDecoder();
+  const out: string[] = [];
+  let start = 0;
+  while (start < bytes.length) {
+    let end = Math.min(start + max, bytes.length);
+    while (end < bytes.length && end > start && (bytes[end] & 0xc0) === 0x80) end--;
+    if (end === start) { // max is smaller than this one character: it goes whole
+      end++;
+      while (end < bytes.length && (bytes[end] & 0xc0) === 0x80) end++;
+    }
+    out.push(dec.decode(bytes.subarray(start, end)));
+    start = end;
+  }
+  return out;
+}
+
+/**
+ * Builds a frame around `text` so its JSONL line fits {@link MAX_FRAME}: when the whole text does
+ * not fit it is cut on a character boundary and `build` is told so (the frame says `truncated`).
+ */
+export function fitFrame<F>(text: string, build: (text: string, truncated: boolean) => F): F {
+  let frame = build(text, false);
+  let over = enc.encode(encodeFrame(frame)).length - MAX_FRAME;
+  let budget = enc.encode(text).length;
+  while (over > 0) {
+    // Each cut byte shortens the line by at least one (escapes by more): this converges.
+    budget = Math.max(0, budget - over);
+    const cut = budget > 0 ? splitText(text, budget)[0] : "";
+    frame = build(enc.encode(cut).length <= budget ? cut : "", true);
+    over = enc.encode(encodeFrame(frame)).length - MAX_FRAME;
+  }
+  return frame;
 }

@@ -51,13 +51,17 @@ export async function chat(root: string, agent: string, o: ChatArgs): Promise<nu
   });
   let active: string | undefined;
   let busy = false;
+  // Ctrl+C came while the request waited for its `start` (queued behind another run of the
+  // session): there is no run id to cancel yet, so the cancel is sent the moment `start` arrives.
+  let cancelOnStart = false;
+  let open = true;
   const pending: string[] = [];
   // Writes above the line being typed, then re-draws the prompt with the user's partial input.
   const show = (text: string) => {
     readline.clearLine(process.stdout, 0);
     readline.cursorTo(process.stdout, 0);
     process.stdout.write(text.endsWith("\n") ? text : text + "\n");
-    rl.prompt(true);
+    if (open) rl.prompt(true); // a closed readline throws on prompt()
   };
   const runOne = async (line: string) => {
     busy = true;
@@ -65,7 +69,12 @@ export async function chat(root: string, agent: string, o: ChatArgs): Promise<nu
     let notes = "";
     const out = await follow(client, {
       approve: o.approve,
-      onStart: (r) => active = r,
+      onStart: (r) => {
+        active = r;
+        if (!cancelOnStart) return;
+        cancelOnStart = false;
+        client.send({ op: "cancel", id: r });
+      },
       onFrame: (f) => {
         if (f.type === "approval_request" && !o.approve.includes(String(f.name))) {
           notes += `[approval for ${f.name} denied; rerun with --approve ${f.name}]\n`;
@@ -74,6 +83,7 @@ export async function chat(root: string, agent: string, o: ChatArgs): Promise<nu
     });
     active = undefined;
     busy = false;
+    cancelOnStart = false;
     const tail = out.status === "cancelled"
       ? "[cancelled]\n"
       : out.status === "lost"
@@ -85,15 +95,23 @@ export async function chat(root: string, agent: string, o: ChatArgs): Promise<nu
   const drain = async () => {
     while (!busy && pending.length) await runOne(pending.shift()!); // length checked in the loop
   };
-  const closed = new Promise<void>((resolve) => rl.on("close", resolve));
+  const closed = new Promise<void>((resolve) =>
+    rl.on("close", () => {
+      open = false;
+      resolve();
+    })
+  );
   rl.on("line", (line) => {
     if (line.trim() === "") return rl.prompt();
     pending.push(line);
     void drain();
   });
   rl.on("SIGINT", () => {
-    if (active) {
-      client.send({ op: "cancel", id: active }); // a run is active: cancel it, stay in the chat
+    if (busy) {
+      // A run is active (or about to start): cancel it, drop typed-ahead lines, stay in the chat.
+      pending.length = 0;
+      if (active) client.send({ op: "cancel", id: active });
+      else cancelOnStart = true;
       show("^C");
       return;
     }

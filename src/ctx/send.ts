@@ -1,6 +1,6 @@
 /** `ctx agent send|tsh|cancel`: non-interactive socket commands for humans and scripts. */
 import type { Command } from "commander";
-import { type Errno, exitCode, isErrno } from "../abi/errno.ts";
+import { CtxError, type Errno, exitCode, isErrno } from "../abi/errno.ts";
 import type { AgentContext } from "./agent.ts";
 import { AgentClient, pickSession, requestId } from "./client.ts";
 import { guarded } from "./fail.ts";
@@ -153,6 +153,10 @@ export function register(agent: Command, ctx: AgentContext): void {
     .action((name: string, words: string[], o: SendArgs) =>
       guarded(`agent/${name}`, async () => {
         const input = words.length ? words.join(" ") : await readStdin();
+        if (input === "") {
+          // Nothing to say is a usage mistake (a script with an empty pipe), never an empty run.
+          throw new CtxError("EINVAL", "no message: give words or pipe text on stdin");
+        }
         return send(ctx.root(), name, input, o);
       })
     );

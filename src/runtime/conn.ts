@@ -75,6 +75,17 @@ export class Conn {
       this.#buf.push(rest.slice());
       this.#len += rest.length;
     });
+    // Output backpressure reaches input: a peer that stops reading its replies stops being read
+    // (every line it sends could produce more output waiting in memory here).
+    this.socket.on("data", () => {
+      if (this.socket.writableLength <= MAX_FRAME || this.socket.isPaused()) return;
+      this.socket.pause();
+      const go = () => {
+        this.socket.off("drain", go);
+        if (!this.socket.destroyed) this.socket.resume();
+      };
+      this.socket.on("drain", go);
+    });
   }
 
   #reset(): void {

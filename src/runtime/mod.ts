@@ -180,6 +180,7 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
     locks: new Map(),
     broken: new Map(broken.map((b) => [b.dir, `${b.errno}: ${b.message}`])),
     presence,
+    peers: new Map(),
   };
   const listeners = new Map<string, Listener>();
   const serve = async (name: string) => {
@@ -218,7 +219,7 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
     },
     agents: () => [...listeners.keys()].sort(),
     async close() {
-      for (const r of [...ctx.active.values()]) await r.cancel();
+      for (const r of [...ctx.active.values()]) await r.interrupt(); // EINTR, not a cancel
       for (const l of listeners.values()) {
         await unlisten(l);
         presence.unserve(l.name);

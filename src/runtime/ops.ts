@@ -2,7 +2,8 @@
 import { createHash } from "node:crypto";
 import { CtxError, toCtxError } from "../abi/errno.ts";
 import { AGENT_CONTROLS } from "../abi/controls.ts";
-import type { Request } from "../abi/frames.ts";
+import { fitFrame, type Request } from "../abi/frames.ts";
+import { MAX_CONTEXT, utf8Length } from "../abi/envelope.ts";
 import { readControl, resolveAgent } from "../store/agent.ts";
 import type { RunIndex } from "../store/runs.ts";
 import {
@@ -43,6 +44,8 @@ export interface OpContext {
   broken: Map<string, string>;
   /** The agents' status/pid projections. */
   presence: Presence;
+  /** Live connections per peer uid (capped in server.ts). */
+  peers: Map<number, number>;
 }
 
 type SendReq = Extract<Request, { op: "send" }>;
@@ -147,6 +150,8 @@ async function begin(
       }
       return replay(ctx, conn, ref, prior.run);
     }
+    // Waited behind another run of the session and its client is gone: nothing to start for.
+    if (conn.closed) return;
     openSession(ref, { model: o.agent.model });
     touchIndex(ref, o.cwd);
     const run = new Run({ id: newRunId(), ref, index: ctx.index, origin: conn });
@@ -196,6 +201,15 @@ export async function opSend(ctx: OpContext, conn: Conn, name: string, req: Send
     throw new CtxError(
       "EINVAL",
       `agent ${name} is executable but its abi is ${JSON.stringify(agent.abi)}`,
+    );
+  }
+  // The envelope's bound is checked before anything is recorded: an input the agent could never
+  // receive is refused as a request, not recorded and then failed as a run.
+  if (agent.exec && utf8Length(req.input) > MAX_CONTEXT) {
+    throw new CtxError(
+      "EMSGSIZE",
+      `input is ${utf8Length(req.input)} bytes; agent ${name} is executable (sdk-envelope-v1) ` +
+        `and takes at most ${MAX_CONTEXT} bytes of input`,
     );
   }
   const cwd = checkCwd(req.cwd ?? agent.cwd);
@@ -284,13 +298,18 @@ export async function opResume(ctx: OpContext, conn: Conn, name: string, session
     const runs = new Set<string>();
     for (const m of messages) {
       runs.add(String(m.run));
-      await conn.send({
-        type: "history",
-        session,
-        role: m.role,
-        run: m.run,
-        content: m.role === "user" ? m.content : textOf(m.content),
-      });
+      const content = m.role === "user" ? m.content : textOf(m.content);
+      // A message too long for one 1 MiB frame is cut here and marked; the file keeps it whole.
+      await conn.send(
+        fitFrame(typeof content === "string" ? content : JSON.stringify(content), (text, cut) => ({
+          type: "history",
+          session,
+          role: m.role,
+          run: m.run,
+          content: typeof content === "string" || cut ? text : content,
+          ...(cut ? { truncated: true } : {}),
+        })),
+      );
     }
     const updated = readSessionFile(ref, "updated_at")?.trim() ?? "";
     await conn.send({

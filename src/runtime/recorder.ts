@@ -1,5 +1,13 @@
 /** One run's recorder: the only writer of its frames; everything goes to events.jsonl, then to clients. */
-import type { Frame, RunStatus } from "../abi/frames.ts";
+import {
+  encodeFrame,
+  fitFrame,
+  type Frame,
+  MAX_DELTA,
+  MAX_FRAME,
+  type RunStatus,
+  splitText,
+} from "../abi/frames.ts";
 import type { RunIndex } from "../store/runs.ts";
 import { appendEvent, appendMessage, type SessionRef, setState } from "../store/session.ts";
 import type { Conn } from "./conn.ts";
@@ -51,6 +59,30 @@ export class Run {
   /** Records a frame durably, then streams it; dropped once the run is finished. */
   async emit(frame: RunFrame): Promise<void> {
     if (this.finished) return;
+    // Frames are at most 1 MiB either way: long output streams as several deltas, and an
+    // assistant message too long for one frame is cut here and marked `truncated`; the whole
+    // text stays in messages.jsonl (the durable history), which never goes over the wire whole.
+    if (frame.type === "delta" && frame.text.length > MAX_DELTA / 4) {
+      const parts = splitText(frame.text, MAX_DELTA);
+      if (parts.length > 1) {
+        for (const text of parts) await this.emit({ type: "delta", text });
+        return;
+      }
+    }
+    if (
+      frame.type === "message" && frame.role === "assistant" &&
+      new TextEncoder().encode(encodeFrame(frame)).length + 64 > MAX_FRAME
+    ) {
+      const text = frame.content.map((p) => p.text).join("");
+      frame = fitFrame(text, (t, cut) => ({
+        type: "message",
+        run: this.id,
+        role: "assistant",
+        content: [{ type: "text", text: t }],
+        ...(cut ? { truncated: true as const } : {}),
+      }));
+      delete (frame as { run?: string }).run; // stamped below; counted above for the bound
+    }
     const { type, ...rest } = frame;
     const stamped = { type, run: this.id, ...rest } as Frame; // run right after type: easy to grep
     appendEvent(this.ref, stamped);
@@ -93,6 +125,24 @@ export class Run {
     this.index.finish(this.id, status, ts);
     this.#resolve(status);
     await this.#broadcast(done);
+  }
+
+  /**
+   * A daemon stop: the run did not choose to end and nobody cancelled it, so it is recorded as
+   * interrupted (error EINTR, done error; the same facts a restart writes after a crash), then
+   * its processes are stopped (via the signal).
+   */
+  async interrupt(): Promise<boolean> {
+    if (this.finished) return false;
+    await this.emit({
+      type: "error",
+      code: "EINTR",
+      message: "the run was interrupted: the daemon is stopping",
+    });
+    const p = this.finish("error");
+    this.abort.abort();
+    await p;
+    return true;
   }
 
   /** Records the cancellation durably, ends the run, then stops its processes (via the signal). */

@@ -1,7 +1,7 @@
 /** One listener per agent definition: socket file, alias symlink, peer credentials, frame dispatch. */
 import net from "node:net";
 import { type CtxError, toCtxError } from "../abi/errno.ts";
-import { OPS, request } from "../abi/frames.ts";
+import { encodeFrame, OPS, request } from "../abi/frames.ts";
 import { ensureDir } from "../store/atomic.ts";
 import { fdOf, peerCred, setCloexec } from "../sys/sock.ts";
 import { Conn } from "./conn.ts";
@@ -41,12 +41,31 @@ export function linkAlias(root: string, name: string, target: string): void {
   Deno.renameSync(tmp, alias);
 }
 
+/**
+ * Requests (send/tsh/resume) one connection may have waiting behind the one that runs. A client
+ * pipelining a few requests is served in order; each waiting one holds its frame (up to 1 MiB), so
+ * 4 bounds that to a few MiB per connection. Beyond it the request is answered EBUSY, not buffered.
+ */
+export const MAX_QUEUED = 4;
+/**
+ * Live connections one peer uid may hold across every agent socket of the daemon (root too): room
+ * for many concurrent clients (20 on one session is a required case), while one uid's worst case
+ * stays bounded (64 x (1 running + 4 waiting) frames of at most 1 MiB).
+ */
+export const MAX_CONNS_PER_UID = 64;
+
+/** The per-connection request queue: a promise chain and how many links have not started. */
+interface Queue {
+  p: Promise<void>;
+  waiting: number;
+}
+
 function handle(
   ctx: OpContext,
   name: string,
   conn: Conn,
   raw: Uint8Array,
-  queue: { p: Promise<void> },
+  queue: Queue,
 ) {
   let v: unknown;
   try {
@@ -93,6 +112,23 @@ function handle(
       await conn.send(errorFrame(e, "id" in req ? req.id : undefined));
     }
   };
+  // A queued request starts only while its connection is open: a client that left wants nothing.
+  const enqueue = (fn: () => Promise<unknown>) => {
+    if (queue.waiting >= MAX_QUEUED) {
+      void conn.send({
+        type: "error",
+        code: "EBUSY",
+        message: `${MAX_QUEUED} requests already wait on this connection; send it again later`,
+        ...(id ? { id } : {}),
+      });
+      return;
+    }
+    queue.waiting++;
+    queue.p = queue.p.then(() => {
+      queue.waiting--;
+      return conn.closed ? undefined : guard(fn)();
+    });
+  };
   switch (req.op) {
     case "cancel":
       void guard(() => opCancel(ctx, conn, name, req.id))();
@@ -105,14 +141,11 @@ function handle(
       });
       return;
     case "send":
-      queue.p = queue.p.then(guard(() => opSend(ctx, conn, name, req)));
-      return;
+      return enqueue(() => opSend(ctx, conn, name, req));
     case "tsh":
-      queue.p = queue.p.then(guard(() => opTsh(ctx, conn, name, req)));
-      return;
+      return enqueue(() => opTsh(ctx, conn, name, req));
     case "resume":
-      queue.p = queue.p.then(guard(() => opResume(ctx, conn, name, req.session)));
-      return;
+      return enqueue(() => opResume(ctx, conn, name, req.session));
     default: {
       const never: never = req;
       return never;
@@ -143,13 +176,33 @@ export async function listen(ctx: OpContext, name: string): Promise<Listener> {
     }
     conns.add(conn);
     conn.onClose(() => conns.delete(conn));
+    const uid = conn.peer.uid;
+    const live = ctx.peers.get(uid) ?? 0;
+    if (live >= MAX_CONNS_PER_UID) {
+      const refusal = {
+        type: "error",
+        code: "EBUSY",
+        message: `uid ${uid} already has ${MAX_CONNS_PER_UID} connections to this daemon`,
+      };
+      // A refused peer holds no fd here for long: closed outright if it does not close its side.
+      socket.end(encodeFrame(refusal));
+      const t = setTimeout(() => socket.destroy(), 1000);
+      socket.once("close", () => clearTimeout(t));
+      return;
+    }
+    ctx.peers.set(uid, live + 1);
+    conn.onClose(() => {
+      const n = (ctx.peers.get(uid) ?? 1) - 1;
+      if (n > 0) ctx.peers.set(uid, n);
+      else ctx.peers.delete(uid);
+    });
     try {
       admitPeer(ctx, name, conn);
     } catch (e) {
       void conn.end(errorFrame(e));
       return;
     }
-    const queue = { p: Promise.resolve() };
+    const queue: Queue = { p: Promise.resolve(), waiting: 0 };
     socket.on("end", () => void queue.p.then(() => socket.end()));
     conn.read(
       (line) => handle(ctx, name, conn, line, queue),

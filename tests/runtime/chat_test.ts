@@ -7,6 +7,7 @@ import {
   type Fixture,
   history,
   makeTree,
+  Raw,
   REPO,
   startDaemon,
 } from "./helpers.ts";
@@ -140,6 +141,66 @@ Deno.test("agent.sh resolves ctx and execs ctx agent; with input it is send --se
       .output();
     assertEquals(usage.code, 2);
   } finally {
+    await d.stop();
+    await cleanup(f);
+  }
+});
+
+Deno.test("chat: Ctrl+C while the message waits behind another run cancels it once it starts; the chat stays usable", async () => {
+  const f = await makeTree();
+  addTestAgent(f, "t");
+  const d = await startDaemon(f);
+  const tm = new Tmux(`${f.tmp}/tmux.sock`);
+  const other = await Raw.connect(`${f.root}/agent/t.sock`);
+  try {
+    // Another client holds the session with a long run: the chat's request gets no `start` yet.
+    other.write({ op: "send", id: "holder", session: "default", input: "sleep" });
+    await other.until((fs) => fs.some((f) => f.type === "delta"));
+    const holder = String(other.frames.find((f) => f.type === "start")?.run);
+    const path = `${ctxBin(f)}:/usr/bin:/bin`;
+    await tm.run(
+      "new-session",
+      "-d",
+      "-s",
+      "t",
+      "-x",
+      "100",
+      "-y",
+      "30",
+      "env",
+      `PATH=${path}`,
+      "TERM=xterm",
+      `${REPO}/cli/agent.sh`,
+      "t",
+    );
+    await tm.wait((s) => tm.lines(s).at(-1) === "t>", "the prompt");
+    await tm.run("send-keys", "-t", "t", "sleep", "Enter");
+    await new Promise((r) => setTimeout(r, 200)); // the request is on its way, still queued
+    await tm.run("send-keys", "-t", "t", "C-c");
+    await tm.wait((s) => s.includes("^C"), "the ^C note");
+    other.write({ op: "cancel", id: holder });
+    await tm.wait(
+      (s) => s.includes("[cancelled]") && tm.lines(s).at(-1) === "t>",
+      "the queued run's cancellation",
+    );
+    const starts = history(f, "t").events.filter((e) => e.type === "start");
+    assertEquals(starts.length, 2);
+    const mine = String(starts[1].id);
+    assertEquals(
+      history(f, "t").events.filter((e) => e.type === "done").map((e) => [e.run, e.status]),
+      [[holder, "cancelled"], [mine, "cancelled"]],
+    );
+    // Still a working chat: the next line is answered.
+    await tm.run("send-keys", "-t", "t", "echo still here", "Enter");
+    await tm.wait((s) => tm.lines(s).includes("still here"), "the next answer");
+    await tm.run("send-keys", "-t", "t", "C-c");
+    for (let i = 0; i < 200 && (await tm.run("has-session", "-t", "t")).code === 0; i++) {
+      await new Promise((r) => setTimeout(r, 25));
+    }
+    assertEquals((await tm.run("has-session", "-t", "t")).code !== 0, true);
+  } finally {
+    other.close();
+    await tm.run("kill-server");
     await d.stop();
     await cleanup(f);
   }

@@ -158,9 +158,11 @@ Deno.test("fuzz: thousands of bad frames leave the daemon serving and every sess
       for (let i = 0; i < 500; i++, sent++) c.write(pick(gens)());
       if (conn % 2 === 0) c.write("y".repeat(1024 * 1024 + 1) + "\n"); // oversized
       c.write(enc.encode("\n"));
-      c.write({ op: "resume", session: "nope-final" }); // answered last: the connection is in sync
+      // Answered once every earlier line is read: the reader is in sync. (A `cancel`, not a
+      // queued op: the flood's valid requests beyond the 4-deep queue are refused EBUSY.)
+      c.write({ op: "cancel", id: "ctx-nope-final" });
       await c.until((fs) =>
-        fs.some((x) => x.type === "error" && String(x.message).includes("nope-final"))
+        fs.some((x) => x.type === "error" && String(x.message).includes("ctx-nope-final"))
       );
       assert(c.frames.every((x) => typeof x.type === "string"));
       c.close();
