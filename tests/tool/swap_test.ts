@@ -101,7 +101,7 @@ Deno.test("in the sandbox under the same swap loop, only the checked file runs",
   }
   try {
     // Refusals only (ELOOP: the host-side check runs with --allow-all, where O_NOFOLLOW holds;
-    // ENOENT: tsh resolved the name while it was a symlink, which is not a regular file: no tool).
+    // ENOENT: tsh's own resolution found no executable regular file under the name at that instant).
     assertEquals(seen.filter((s) => !["GOOD", "EACCES", "ELOOP", "ENOENT"].includes(s)), []);
     assertEquals(Deno.readDirSync(f.ws).some((e) => e.name === "bad-ran"), false);
   } finally {
