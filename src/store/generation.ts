@@ -11,7 +11,7 @@ import {
   pendingMigrations,
 } from "./migrate.ts";
 import { validateTree } from "./validate.ts";
-import { isServed, servingPath } from "./serving.ts";
+import { isServed } from "./serving.ts";
 
 /** The stages of an update, in order (the test hook can stop the process in each). */
 export const STAGES = ["clone", "migrate", "validate", "bootstrap", "switch"] as const;
