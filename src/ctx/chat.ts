@@ -2,11 +2,11 @@
 import readline from "node:readline";
 import process from "node:process";
 import type { Command } from "commander";
-import { type Errno, exitCode, isErrno } from "../abi/errno.ts";
+import { type Errno, exitCode, isErrno, toCtxError } from "../abi/errno.ts";
 import type { AgentContext } from "./agent.ts";
 import { AgentClient, pickSession, requestId } from "./client.ts";
 import { guarded } from "./fail.ts";
-import { follow } from "./stream.ts";
+import { follow, sendRequest } from "./stream.ts";
 
 const collect = (v: string, all: string[]) => [...all, v];
 
@@ -65,9 +65,17 @@ export async function chat(root: string, agent: string, o: ChatArgs): Promise<nu
   };
   const runOne = async (line: string) => {
     busy = true;
-    client.send({ op: "send", id: requestId(), session, scope: "private", input: line });
+    const id = requestId();
+    try {
+      sendRequest(client, { op: "send", id, session, scope: "private", input: line });
+    } catch (e) {
+      busy = false;
+      cancelOnStart = false;
+      return show(`[${toCtxError(e).errno}: ${toCtxError(e).message}]`);
+    }
     let notes = "";
     const out = await follow(client, {
+      id,
       approve: o.approve,
       onStart: (r) => {
         active = r;
@@ -76,7 +84,9 @@ export async function chat(root: string, agent: string, o: ChatArgs): Promise<nu
         client.send({ op: "cancel", id: r });
       },
       onFrame: (f) => {
-        if (f.type === "approval_request" && !o.approve.includes(String(f.name))) {
+        if (
+          f.type === "approval_request" && f.replay !== true && !o.approve.includes(String(f.name))
+        ) {
           notes += `[approval for ${f.name} denied; rerun with --approve ${f.name}]\n`;
         } else if (f.type === "error") notes += `[${f.code}: ${f.message}]\n`;
       },

@@ -4,7 +4,7 @@ import { CtxError, type Errno, exitCode, isErrno } from "../abi/errno.ts";
 import type { AgentContext } from "./agent.ts";
 import { AgentClient, pickSession, requestId } from "./client.ts";
 import { guarded } from "./fail.ts";
-import { follow, outcomeExit } from "./stream.ts";
+import { follow, outcomeExit, sendRequest } from "./stream.ts";
 
 const collect = (v: string, all: string[]) => [...all, v];
 const exitOf = (e: string) => exitCode(isErrno(e) ? e : "EIO" as Errno);
@@ -43,9 +43,10 @@ export async function send(
   };
   Deno.addSignalListener("SIGINT", onSig);
   try {
-    client.send({
+    const id = o.id ?? requestId();
+    sendRequest(client, {
       op: "send",
-      id: o.id ?? requestId(),
+      id,
       session,
       scope: o.scope ?? "private",
       ...(o.cwd ? { cwd: o.cwd } : {}),
@@ -53,6 +54,7 @@ export async function send(
     });
     let wrote = false;
     const out = await follow(client, {
+      id,
       approve: o.approve,
       onStart: (r) => active = r,
       onFrame: (f) => {
@@ -88,8 +90,10 @@ export async function tsh(
   const client = await AgentClient.connect(root, agent);
   const enc = new TextEncoder();
   try {
-    client.send({ op: "tsh", id: o.id ?? requestId("tsh"), session, args });
+    const id = o.id ?? requestId("tsh");
+    sendRequest(client, { op: "tsh", id, session, args });
     const out = await follow(client, {
+      id,
       onFrame: (f) => {
         if (o.json) Deno.stdout.writeSync(enc.encode(JSON.stringify(f) + "\n"));
         else if (f.type === "error" && !f.run) {

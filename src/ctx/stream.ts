@@ -1,4 +1,6 @@
 /** Follows one run's frames on a client connection: approvals answered, outcome summarized. */
+import { CtxError } from "../abi/errno.ts";
+import { encodeFrame, MAX_FRAME } from "../abi/frames.ts";
 import type { AgentClient, ClientFrame } from "./client.ts";
 
 /** The outcome of one followed run. */
@@ -13,8 +15,28 @@ export interface Outcome {
   results: { content: string; status?: string; errno?: string }[];
 }
 
+/**
+ * Sends a request frame after checking its size here: the server answers an oversized line with
+ * an id-less EMSGSIZE (it cannot read the id), which {@link follow} does not take as its own.
+ */
+export function sendRequest(
+  client: AgentClient,
+  frame: { op: string; id: string; [k: string]: unknown },
+): void {
+  const bytes = new TextEncoder().encode(encodeFrame(frame)).length;
+  if (bytes > MAX_FRAME) {
+    throw new CtxError(
+      "EMSGSIZE",
+      `the ${frame.op} frame is ${bytes} bytes; a frame is at most ${MAX_FRAME} bytes`,
+    );
+  }
+  client.send(frame);
+}
+
 /** Hooks for {@link follow}. */
 export interface FollowOptions {
+  /** The request id sent; only an error frame carrying it (and no `run`) ends the follow. */
+  id?: string;
   /** Tools answered `allow_once`; every other approval_request gets `deny`. */
   approve?: readonly string[];
   /** Every frame, as received. */
@@ -23,13 +45,25 @@ export interface FollowOptions {
   onStart?: (run: string) => void;
 }
 
-/** Reads frames until the run's `done` (or a request-level error), answering approvals. */
+/**
+ * Reads frames until the run's `done` (or the request's own error), answering approvals. Only
+ * live approval requests are answered: a frame marked `replay` belongs to a run this connection
+ * did not start (a repeated request id), and only the run's origin connection can answer it.
+ */
 export async function follow(client: AgentClient, options: FollowOptions = {}): Promise<Outcome> {
   const out: Outcome = { status: "lost", text: "", results: [] };
   let deltas = false;
+  // An id-less error (refused connection, stray frame) does not end the follow, but when the
+  // connection then closes it is why: the outcome is that error, not "lost".
+  let stray: string | undefined;
   for (;;) {
     const f = await client.next();
-    if (!f) return out;
+    if (!f) {
+      if (out.run === undefined && stray !== undefined) {
+        return { ...out, status: "error", errno: stray };
+      }
+      return out;
+    }
     options.onFrame?.(f);
     switch (f.type) {
       case "start":
@@ -50,16 +84,16 @@ export async function follow(client: AgentClient, options: FollowOptions = {}): 
         }
         break;
       case "approval_request": {
+        if (f.replay === true) break; // not ours to answer (see above)
         const ok = options.approve?.includes(String(f.name)) ?? false;
         client.send({ op: "approve", run: f.run, id: f.id, decision: ok ? "allow_once" : "deny" });
         break;
       }
       case "error":
-        out.errno = f.code;
-        if (!f.run) { // a request-level error: no run follows
-          out.status = "error";
-          return out;
-        }
+        if (f.run) out.errno = f.code; // a run error; `done` follows
+        else if (options.id !== undefined && f.id === options.id) {
+          return { ...out, status: "error", errno: f.code }; // our request failed: no run follows
+        } else if (f.id === undefined) stray = f.code;
         break;
       case "done":
         if (out.run === undefined || f.run === out.run) {

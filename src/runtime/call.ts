@@ -16,6 +16,11 @@ export interface CallContext {
   approvalTimeoutMs: number;
   /** The daemon's CTX_TOOL_CACHE, handed to runTsh (never a sandbox variable). */
   toolCache?: string;
+  /**
+   * The connection's normal `cancel` op (authorized as always, acked or answered with an error
+   * frame); a `cancel` that arrives on the run's connection while an approval waits goes here.
+   */
+  cancel?: (id: string) => Promise<void>;
 }
 
 /** A tool call as yielded by an agent (already schema-checked). */
@@ -53,37 +58,58 @@ function argvOf(call: ToolCall, agent: AgentView): string[] | ToolResult {
   return [call.name, JSON.stringify(call.arguments)];
 }
 
-/** Asks on the run's own connection; only a matching `allow_once` answer admits the call. */
+/** Why an approval answer does not admit the call, or "allow_once"; `cancel` is handled apart. */
+function judge(line: string, run: string, call: string): string {
+  let v: unknown;
+  try {
+    v = JSON.parse(line);
+  } catch {
+    return "malformed";
+  }
+  const a = approveOp.safeParse(v);
+  if (!a.success) return "malformed";
+  if (a.data.run !== run || a.data.id !== call) return "mismatched";
+  return a.data.decision === "allow_once" ? "allow_once" : "denied";
+}
+
+function cancelOf(line: string): string | undefined {
+  try {
+    const c = cancelOp.safeParse(JSON.parse(line));
+    return c.success ? c.data.id : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Asks on the run's own connection; only a matching `allow_once` answer admits the call. A
+ * `cancel` frame is not an answer: for another run it is carried out as the normal cancel op while
+ * this approval keeps waiting (same deadline); for this run the denial (reason `cancelled`) is
+ * recorded first, so the events read approval_request, approval_result, cancel, done.
+ */
 async function approve(ctx: CallContext, call: ToolCall, tool: string, argv: string[]) {
   const { run } = ctx;
   const args = argv.map((a) => clampUtf8(a, MAX_APPROVAL_ARG).text).slice(0, 64);
   await run.emit({ type: "approval_request", id: call.id, name: tool, args });
-  const answer = await run.origin.nextLine(ctx.approvalTimeoutMs);
+  const deadline = Date.now() + ctx.approvalTimeoutMs;
   let reason = "";
-  let allowed = false;
-  if ("eof" in answer) reason = "eof";
-  else if ("timeout" in answer) reason = "timeout";
-  else if ("oversized" in answer) reason = "malformed";
-  else {
-    let v: unknown;
-    try {
-      v = JSON.parse(answer.line);
-    } catch {
-      v = undefined;
-    }
-    const a = approveOp.safeParse(v);
-    const c = cancelOp.safeParse(v);
-    if (c.success && c.data.id === run.id) {
-      await run.cancel();
-      reason = "cancelled";
-    } else if (!a.success) reason = "malformed";
-    else if (a.data.run !== run.id || a.data.id !== call.id) reason = "mismatched";
-    else if (a.data.decision !== "allow_once") reason = "denied";
+  let cancelled = false;
+  while (reason === "") {
+    const answer = await run.origin.nextLine(Math.max(0, deadline - Date.now()));
+    if ("eof" in answer) reason = "eof";
+    else if ("timeout" in answer) reason = "timeout";
+    else if ("oversized" in answer) reason = "malformed";
     else {
-      allowed = true;
-      reason = "allow_once";
+      const target = cancelOf(answer.line);
+      if (target === undefined) reason = judge(answer.line, run.id, call.id);
+      else if (target === run.id) {
+        reason = "cancelled";
+        cancelled = true;
+      } else if (ctx.cancel) void ctx.cancel(target);
+      else reason = "malformed";
     }
   }
+  const allowed = reason === "allow_once";
   await run.emit({
     type: "approval_result",
     id: call.id,
@@ -91,6 +117,8 @@ async function approve(ctx: CallContext, call: ToolCall, tool: string, argv: str
     decision: allowed ? "allow_once" : "deny",
     reason,
   });
+  // Through the normal op: authorized like any cancel, acked; the run ends `cancelled`.
+  if (cancelled) await (ctx.cancel ? ctx.cancel(run.id) : run.cancel());
   return allowed;
 }
 

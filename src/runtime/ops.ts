@@ -107,16 +107,24 @@ function refuseBroken(ctx: OpContext, ref: SessionRef): void {
   );
 }
 
-/** Replays a stored run's frames (and, if it is still live here, follows it to its end). */
+/**
+ * Replays a stored run's frames (and, if it is still live here, follows it to its end). Every
+ * frame sent this way carries `"replay":true` (wire copy only; events.jsonl is unchanged): this
+ * connection is not the run's origin, so an `approval_request` among them is not its to answer.
+ */
 async function replay(ctx: OpContext, conn: Conn, ref: SessionRef, run: string): Promise<void> {
-  for (const f of readEvents(ref)) {
-    if ((f as { run?: string }).run === run) await conn.send(f);
-  }
+  const stored = readEvents(ref).filter((f) => (f as { run?: string }).run === run);
   const live = ctx.active.get(run);
-  if (live && !live.finished) {
-    live.subscribers.add(conn);
-    await live.wait();
+  if (!live || live.finished) {
+    for (const f of stored) await conn.send({ ...(f as object), replay: true });
+    return;
   }
+  // Snapshot and subscription in one synchronous step (emit appends, then broadcasts): every
+  // frame is either stored above or broadcast to this connection, never both, never neither.
+  // The snapshot is queued on the socket before any later broadcast, so the order holds.
+  live.subscribers.add(conn);
+  await Promise.all(stored.map((f) => conn.send({ ...(f as object), replay: true })));
+  await live.wait();
 }
 
 async function begin(
@@ -236,6 +244,7 @@ export async function opSend(ctx: OpContext, conn: Conn, name: string, req: Send
         session: req.session,
         approvalTimeoutMs: ctx.approvalTimeoutMs,
         toolCache: ctx.toolCache,
+        cancel: (id) => cancelOn(ctx, conn, name, id),
         groups: groupsDir(ctx.run),
         input: req.input,
         history,
@@ -326,6 +335,16 @@ export async function opResume(ctx: OpContext, conn: Conn, name: string, session
     "ENOENT",
     `no private or shared session ${JSON.stringify(session)} for agent ${name}`,
   );
+}
+
+/** The `cancel` op as the server dispatches it: a refusal becomes an error frame with the id. */
+export async function cancelOn(ctx: OpContext, conn: Conn, name: string, id: string) {
+  try {
+    await opCancel(ctx, conn, name, id);
+  } catch (e) {
+    const err = toCtxError(e);
+    await conn.send({ type: "error", code: err.errno, message: err.message, id });
+  }
 }
 
 /** `cancel`: durable cancellation of an active run of this agent; answers with an ack. */

@@ -109,8 +109,9 @@ export class Run {
 
   async #broadcast(frame: unknown): Promise<void> {
     for (const c of [...this.subscribers]) {
+      // Followers (a replay of a live run) get the wire copy marked: they cannot answer approvals.
       if (c.closed) this.subscribers.delete(c);
-      else await c.send(frame);
+      else await c.send(c === this.origin ? frame : { ...(frame as object), replay: true });
     }
   }
 

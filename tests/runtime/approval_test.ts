@@ -1,6 +1,8 @@
 /** Rules 5 and 6: approval=ask answered on the same connection (fail closed), and cancellation. */
 import { assert, assertEquals, assertMatch } from "../assert.ts";
 import { replaceFile } from "../../src/store/atomic.ts";
+import { AgentClient } from "../../src/ctx/client.ts";
+import { follow, sendRequest } from "../../src/ctx/stream.ts";
 import {
   addTestAgent,
   cleanup,
@@ -302,5 +304,157 @@ Deno.test("approval=ask: a valid call emits exactly one approval_request and run
     await d.stop();
     await cleanup(f);
     await Deno.remove(ws, { recursive: true }).catch(() => {});
+  }
+});
+
+Deno.test("approval=ask: a cancel of the waiting run is recorded as approval_result cancelled before the run ends", async () => {
+  const f = await makeTree();
+  addTestAgent(f, "t", { approval: "ask" });
+  const d = await startDaemon(f, { approvalTimeoutMs: 30_000 });
+  try {
+    const c = await Raw.connect(`${f.root}/agent/t.sock`);
+    try {
+      c.write({ op: "send", id: "own-1", input: "call fs.stat /workspace" });
+      const fs = await c.until((fs) => fs.some((x) => x.type === "approval_request"));
+      const run = String(fs[0].run);
+      c.write({ op: "cancel", id: run });
+      const all = await c.until((fs) => fs.some((x) => x.type === "ack"));
+      assertEquals(all.map((x) => x.type), [
+        "start",
+        "tool_call",
+        "approval_request",
+        "approval_result",
+        "done",
+        "ack",
+      ]);
+      const res = all.find((x) => x.type === "approval_result")!;
+      assertEquals([res.decision, res.reason], ["deny", "cancelled"]);
+      assertEquals(all.at(-2)?.status, "cancelled");
+      assertEquals(all.at(-1), { type: "ack", op: "cancel", run, status: "cancelled" });
+      const ev = history(f, "t").events.filter((x) => x.run === run).map((x) =>
+        x.type === "approval_result" ? `${x.type}:${x.reason}` : x.type
+      );
+      assertEquals(ev, [
+        "start",
+        "tool_call",
+        "approval_request",
+        "approval_result:cancelled",
+        "cancel",
+        "done",
+      ]);
+    } finally {
+      c.close();
+    }
+  } finally {
+    await d.stop();
+    await cleanup(f);
+  }
+});
+
+Deno.test("approval=ask: a cancel for another run while an approval waits is carried out (authorized) and the approval keeps waiting", async () => {
+  const f = await makeTree();
+  addTestAgent(f, "t", { approval: "ask" });
+  const d = await startDaemon(f, { approvalTimeoutMs: 30_000 });
+  const other = await Raw.connect(`${f.root}/agent/t.sock`);
+  const c = await Raw.connect(`${f.root}/agent/t.sock`);
+  try {
+    // A long run in another session (runs of one session are serialized).
+    other.write({ op: "send", id: "long-2", session: "s2", input: "sleep" });
+    const long = String((await other.until((fs) => fs.some((x) => x.type === "delta")))[0].run);
+    c.write({ op: "send", id: "ask-2", input: "call fs.stat /workspace" });
+    const req = (await c.until((fs) => fs.some((x) => x.type === "approval_request")))
+      .find((x) => x.type === "approval_request")!;
+    // An unknown run: refused as the cancel op refuses it (ENOENT with the id), nothing else.
+    c.write({ op: "cancel", id: "ctx-nope" });
+    await c.until((fs) => fs.some((x) => x.type === "error"));
+    c.write({ op: "cancel", id: long });
+    await c.until((fs) => fs.some((x) => x.type === "ack"));
+    // The approval is still pending: a matching allow_once still admits the call.
+    c.write({ op: "approve", run: req.run, id: req.id, decision: "allow_once" });
+    const frames = await c.until((fs) => fs.some((x) => x.type === "done"));
+    assertEquals(
+      frames.filter((x) =>
+        !x.run || x.type === "ack" || x.type === "approval_result" || x.type === "done"
+      )
+        .map((x) => [x.type, x.code ?? x.id ?? null, x.status ?? x.reason ?? null]),
+      [
+        ["error", "ENOENT", null],
+        ["ack", null, "cancelled"],
+        ["approval_result", "call-1", "allow_once"],
+        ["done", null, "ok"],
+      ],
+    );
+    assertEquals(frames.find((x) => x.type === "error")?.id, "ctx-nope");
+    assertEquals(frames.find((x) => x.type === "ack")?.run, long);
+    assertEquals(toolPart(frames).errno, undefined);
+    const ended = await other.run();
+    assertEquals(ended.at(-1)?.status, "cancelled");
+    const ev = history(f, "t", "s2").events.filter((x) => x.run === long).map((x) => x.type);
+    assertEquals(ev, ["start", "delta", "cancel", "done"]);
+  } finally {
+    c.close();
+    other.close();
+    await d.stop();
+    await cleanup(f);
+  }
+});
+
+Deno.test("follow: replayed approval_requests are not answered; only an error with the request id ends it", async () => {
+  const f = await makeTree();
+  addTestAgent(f, "t", { approval: "ask" });
+  const d = await startDaemon(f, { approvalTimeoutMs: 30_000 });
+  const c = await Raw.connect(`${f.root}/agent/t.sock`);
+  try {
+    const input = "call fs.stat /workspace";
+    c.write({ op: "send", id: "live-1", input });
+    const req = (await c.until((fs) => fs.some((x) => x.type === "approval_request")))
+      .find((x) => x.type === "approval_request")!;
+    c.write({ op: "approve", run: req.run, id: req.id, decision: "allow_once" });
+    await c.run();
+
+    // A replay of that run (same id): every frame marked, and the client answers nothing, so
+    // nothing but the replay comes back (an answer would draw an EINVAL error frame).
+    const a = await AgentClient.connect(f.root, "t");
+    try {
+      const seen: F[] = [];
+      sendRequest(a, { op: "send", id: "live-1", session: "default", input });
+      const out = await follow(a, {
+        id: "live-1",
+        approve: ["fs.stat"],
+        onFrame: (x) => seen.push(x),
+      });
+      assertEquals([out.status, out.run], ["ok", req.run]);
+      assert(seen.length === 7 && seen.every((x) => x.replay === true), JSON.stringify(seen));
+      a.socket.end();
+      assertEquals(await a.next(), undefined);
+    } finally {
+      a.close();
+    }
+
+    // Errors for other requests (an approve with nothing pending: no id; a cancel of an unknown
+    // run: that run's id) do not end the follow of this request.
+    const b = await AgentClient.connect(f.root, "t");
+    try {
+      b.send({ op: "approve", run: "ctx-x", id: "call-1", decision: "deny" });
+      b.send({ op: "cancel", id: "ctx-nope" });
+      sendRequest(b, { op: "send", id: "next-1", session: "default", input: "echo hi" });
+      const out = await follow(b, { id: "next-1" });
+      assertEquals([out.status, out.text.trim()], ["ok", "hi"]);
+    } finally {
+      b.close();
+    }
+    // A request's own error does end it, with its errno.
+    const e = await AgentClient.connect(f.root, "t");
+    try {
+      sendRequest(e, { op: "send", id: "live-1", session: "default", input: "other payload" });
+      const out = await follow(e, { id: "live-1" });
+      assertEquals([out.status, out.errno], ["error", "EINVAL"]);
+    } finally {
+      e.close();
+    }
+  } finally {
+    c.close();
+    await d.stop();
+    await cleanup(f);
   }
 });

@@ -161,6 +161,11 @@ Deno.test("resume replays the stored conversation and the session status", async
   }
 });
 
+/** The wire copy of stored frames replayed to a repeated request id: each marked `replay`. */
+function replayed(frames: Record<string, unknown>[]) {
+  return frames.map((x) => ({ ...x, replay: true }));
+}
+
 Deno.test("a repeated request id replays the stored frames, runs nothing again, also after a restart", async () => {
   const f = await makeTree();
   addTestAgent(f, "t");
@@ -170,7 +175,7 @@ Deno.test("a repeated request id replays the stored frames, runs nothing again, 
     const first = await request(f, "t", frame);
     const runsBefore = [...Deno.readDirSync(f.logs)].length;
     const eventsBefore = history(f, "t").events.length;
-    assertEquals(await request(f, "t", frame), first);
+    assertEquals(await request(f, "t", frame), replayed(first));
     // Same id, different payload: EINVAL, nothing recorded.
     const other = await request(f, "t", { ...frame, input: "echo twice" });
     assertEquals(other.map((x) => [x.type, x.code]), [["error", "EINVAL"]]);
@@ -178,12 +183,15 @@ Deno.test("a repeated request id replays the stored frames, runs nothing again, 
     // The index is a view: delete it, restart, and the replay still holds.
     Deno.removeSync(`${f.run}/runs.sqlite`);
     d = await startDaemon(f);
-    assertEquals(await request(f, "t", frame), first);
+    assertEquals(await request(f, "t", frame), replayed(first));
     assertEquals([...Deno.readDirSync(f.logs)].length, runsBefore);
     assertEquals(history(f, "t").events.length, eventsBefore);
     // The tsh op is idempotent the same way.
     const t1 = await request(f, "t", { op: "tsh", id: "tsh-1", args: ["tools"] });
-    assertEquals(await request(f, "t", { op: "tsh", id: "tsh-1", args: ["tools"] }), t1);
+    assertEquals(
+      await request(f, "t", { op: "tsh", id: "tsh-1", args: ["tools"] }),
+      replayed(t1),
+    );
     assertEquals(t1.map((x) => x.type), ["start", "tool_call", "message", "done"]);
     // A refused or unknown tool: the error frame carries the tool's own errno, not a blanket EIO.
     const missing = await request(f, "t", { op: "tsh", id: "tsh-2", args: ["no-such-tool"] });
