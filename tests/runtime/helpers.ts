@@ -198,13 +198,26 @@ export class Raw {
     else this.socket.write(JSON.stringify(frame) + "\n");
   }
 
-  /** Waits until `pred` holds over the frames received so far (or the stream ends). */
+  /**
+   * Waits until `pred` holds over the frames received so far. Fails (never hangs) when the stream
+   * ends first or nothing satisfies it within a generous bound: a regression must fail the suite,
+   * not stall CI.
+   */
   async until(
     pred: (frames: Record<string, unknown>[]) => boolean,
+    options: { boundMs?: number } = {},
   ): Promise<Record<string, unknown>[]> {
+    const give = Date.now() + (options.boundMs ?? 60_000);
     while (!pred(this.frames)) {
       if (this.ended) throw new Error(`connection ended; frames: ${JSON.stringify(this.frames)}`);
-      await new Promise<void>((r) => this.#wake = r);
+      const left = give - Date.now();
+      if (left <= 0) throw new Error(`no such frame yet; frames: ${JSON.stringify(this.frames)}`);
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      await new Promise<void>((r) => {
+        this.#wake = r;
+        timer = setTimeout(r, left);
+      });
+      clearTimeout(timer);
     }
     return this.frames;
   }
