@@ -87,7 +87,7 @@ async function main(flags: Flags): Promise<number> {
   // closed before unmount.
   try {
     const { startRuntime } = await import("../src/runtime/mod.ts");
-    runtime = await startRuntime({ root, run, toolCache: Deno.env.get("CTX_TOOL_CACHE") });
+    runtime = await startRuntime({ root, run, mount, toolCache: Deno.env.get("CTX_TOOL_CACHE") });
   } catch (e) {
     await handle.stop();
     throw e;

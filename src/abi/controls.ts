@@ -21,6 +21,7 @@ import {
   parseToolPath,
 } from "./view.ts";
 import { formatMount, parseMount } from "./mount.ts";
+import { formatRlimit, parseRlimit } from "./rlimit.ts";
 import { formatLimit, formatWindow, parseLimit, parseWindow } from "./window.ts";
 import {
   formatAbi,
@@ -122,6 +123,7 @@ export const AGENT_CONTROLS: Readonly<Record<string, ControlSpec>> = {
   perm: spec(parsePerm, formatPerm, { ...one, required: true }),
   abi: spec(parseAbi, formatAbi, { ...one, required: true }),
   approval: spec(parseApproval, formatApproval, one),
+  rlimit: spec(parseRlimit, formatRlimit, {}),
   tools: spec(parseTools, formatTools, {}),
   policy: spec(parsePolicy, formatPolicy, {}),
   "system.md": spec(parseSystem, formatText, {}),

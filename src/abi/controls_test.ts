@@ -26,6 +26,7 @@ Deno.test("AGENT_CONTROLS lists every agent control with its flags", () => {
     perm: [true, true, true],
     abi: [true, true, true],
     approval: [true, true, false],
+    rlimit: [true, false, false],
     tools: [true, false, false],
     policy: [true, false, false],
     "system.md": [true, false, false],

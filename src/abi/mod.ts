@@ -5,6 +5,7 @@ export * from "./names.ts";
 export * from "./identity.ts";
 export * from "./view.ts";
 export * from "./mount.ts";
+export * from "./rlimit.ts";
 export * from "./window.ts";
 export * from "./choice.ts";
 export * from "./tools.ts";

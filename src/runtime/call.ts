@@ -11,7 +11,11 @@ export interface CallContext {
   host: ToolHost;
   agent: AgentView;
   root: string;
-  workspace: string;
+  workspace: { fd: number };
+  /** Host paths no sandbox may see (the run dir with the agent sockets). */
+  hidden: string[];
+  /** The FUSE mount projecting `root`, when there is one. */
+  mount?: string;
   session: string;
   approvalTimeoutMs: number;
   /** The daemon's CTX_TOOL_CACHE, handed to runTsh (never a sandbox variable). */
@@ -142,6 +146,8 @@ export async function executeCall(
       agent: agent.name,
       uid: agent.uid,
       workspace: ctx.workspace,
+      hidden: ctx.hidden,
+      mount: ctx.mount,
       session: ctx.session,
       signal: run.abort.signal,
       limit: MAX_OBSERVATION,

@@ -2,6 +2,7 @@
 import type { Socket } from "node:net";
 import { encodeFrame, MAX_FRAME } from "../abi/frames.ts";
 import type { PeerCred } from "../sys/sock.ts";
+import { close } from "../sys/libc.ts";
 
 /** A raw line read while an approval waits, or why none came. */
 export type Answer = { line: string } | { eof: true } | { timeout: true } | { oversized: true };
@@ -10,8 +11,12 @@ export type Answer = { line: string } | { eof: true } | { timeout: true } | { ov
 export class Conn {
   readonly socket: Socket;
   readonly peer: PeerCred;
-  /** Host dir the peer runs in (`/proc/<pid>/cwd`), read by the daemon, never from a frame. */
-  readonly workspace: string;
+  /**
+   * The directory the peer runs in, held open (O_PATH, opened through `/proc/<pid>/cwd` at
+   * accept): the peer's own cwd in its own view, never a path from a frame or re-resolved here.
+   * Closed with the connection; a run that outlives it holds its own duplicate.
+   */
+  readonly workspace: { fd: number };
   closed = false;
   #buf: Uint8Array[] = [];
   #len = 0;
@@ -20,12 +25,13 @@ export class Conn {
   #closeHooks: (() => void)[] = [];
   #drain?: Promise<void>;
 
-  constructor(socket: Socket, peer: PeerCred, workspace: string) {
+  constructor(socket: Socket, peer: PeerCred, workspace: { fd: number }) {
     this.socket = socket;
     this.peer = peer;
     this.workspace = workspace;
     socket.on("close", () => {
       this.closed = true;
+      close(workspace.fd);
       this.#waiter?.({ eof: true });
       this.#waiter = undefined;
       for (const h of this.#closeHooks) h();

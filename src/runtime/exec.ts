@@ -10,8 +10,12 @@ import {
 } from "../abi/envelope.ts";
 import { MAX_FRAME } from "../abi/frames.ts";
 import { type CallContext, executeCall, type ToolCall } from "./call.ts";
+import { agentEnv } from "../sandbox/env.ts";
+import { spawnSandbox } from "../sandbox/launch.ts";
+import { loadAgent } from "../store/agent.ts";
+import { prepareView } from "../tool/view.ts";
 import { dropGroup, recordGroup } from "./groups.ts";
-import { reapGroup, spawnGroup, stopGroup } from "./proc.ts";
+import { reapGroup, stopGroup } from "./proc.ts";
 
 /** Total stdout one step may print before it is cut off (EMSGSIZE). */
 const MAX_STEP_OUTPUT = 8 * 1024 * 1024;
@@ -88,13 +92,36 @@ async function step(x: ExecRun, n: number, obs: Observation | null): Promise<Ste
     tool_context: x.toolContext,
     observation: obs,
   });
-  const child = spawnGroup(x.agent.entry, {
-    env: stepEnv(x, n),
-    cwd: x.workspace,
-    uid: x.agent.uid,
-    gid: x.agent.gid,
-    groups: x.agent.groups,
+  // The agent runs in the same view as its tools, as the agent identity: controls re-read, binds
+  // granted by policy, the workspace by fd, private state and history out of reach, limits set,
+  // network only when policy grants it. A refusal starts nothing.
+  const root = Deno.realPathSync(x.root);
+  const def = loadAgent(root, x.agent.name);
+  const view = prepareView(def, {
+    root,
+    uid: def.uid,
+    workspace: x.workspace,
+    hidden: x.hidden,
+    mount: x.mount,
   });
+  let sandbox: ReturnType<typeof spawnSandbox>;
+  try {
+    const base = agentEnv({
+      agent: def.name,
+      subject: def.subject,
+      uid: def.uid,
+      ctxPath: def.path,
+    });
+    sandbox = spawnSandbox({
+      ...view.spec,
+      env: { ...base, ...stepEnv(x, n) },
+      command: [`/ctx/agent/${def.name}`],
+    });
+  } catch (e) {
+    view.close();
+    throw e;
+  }
+  const { child } = sandbox;
   let receipt: string | undefined;
   const onAbort = () => void stopGroup(child);
   run.abort.signal.addEventListener("abort", onAbort);
@@ -184,6 +211,8 @@ async function step(x: ExecRun, n: number, obs: Observation | null): Promise<Ste
     reapGroup(child);
     await child.status;
     if (receipt) dropGroup(receipt);
+    view.close();
+    sandbox.cleanup();
   }
 }
 

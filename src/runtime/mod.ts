@@ -39,6 +39,8 @@ export interface RuntimeOptions {
    * runTsh as `toolCache`; never put into a sandbox's environment. A non-integer is EINVAL here.
    */
   toolCache?: string;
+  /** The FUSE mount projecting `root` (cortexfsd passes it): a client cwd inside it names the tree. */
+  mount?: string;
 }
 
 /** A running runtime. */
@@ -176,6 +178,7 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
     host: options.tools ?? TOOL_HOST,
     approvalTimeoutMs: options.approvalTimeoutMs ?? 60_000,
     toolCache: options.toolCache,
+    mount: options.mount,
     active: new Map<string, Run>(),
     locks: new Map(),
     broken: new Map(broken.map((b) => [b.dir, `${b.errno}: ${b.message}`])),

@@ -36,6 +36,8 @@ export interface OpContext {
   approvalTimeoutMs: number;
   /** The daemon's CTX_TOOL_CACHE (validated at start), passed to every runTsh. */
   toolCache?: string;
+  /** The FUSE mount projecting `root`, when there is one. */
+  mount?: string;
   /** Live runs by run id. */
   active: Map<string, Run>;
   /** Per-session-dir serialization: runs of one session never overlap. */
@@ -241,6 +243,8 @@ export async function opSend(ctx: OpContext, conn: Conn, name: string, req: Send
         agent,
         root: ctx.root,
         workspace: conn.workspace,
+        hidden: [ctx.run],
+        mount: ctx.mount,
         session: req.session,
         approvalTimeoutMs: ctx.approvalTimeoutMs,
         toolCache: ctx.toolCache,
@@ -268,6 +272,8 @@ export async function opTsh(ctx: OpContext, conn: Conn, name: string, req: TshRe
       agent: { ...agent, approval: "auto" },
       root: ctx.root,
       workspace: conn.workspace,
+      hidden: [ctx.run],
+      mount: ctx.mount,
       session: req.session,
       approvalTimeoutMs: ctx.approvalTimeoutMs,
       toolCache: ctx.toolCache,

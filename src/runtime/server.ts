@@ -1,6 +1,7 @@
 /** One listener per agent definition: socket file, alias symlink, peer credentials, frame dispatch. */
 import net from "node:net";
-import { type CtxError, toCtxError } from "../abi/errno.ts";
+import { CtxError, toCtxError } from "../abi/errno.ts";
+import { openDir } from "../sandbox/workspace.ts";
 import { encodeFrame, OPS, request } from "../abi/frames.ts";
 import { ensureDir } from "../store/atomic.ts";
 import { fdOf, peerCred, setCloexec } from "../sys/sock.ts";
@@ -22,11 +23,15 @@ function errorFrame(e: unknown, id?: string) {
   return { type: "error", code: err.errno, message: err.message, ...(id ? { id } : {}) };
 }
 
-function workspaceOf(pid: number, fallback: string): string {
+/** The peer's working directory, opened through its `/proc` magic link (no path is resolved). */
+function workspaceOf(pid: number): { fd: number } {
   try {
-    return Deno.readLinkSync(`/proc/${pid}/cwd`);
-  } catch {
-    return fallback;
+    return { fd: openDir(`/proc/${pid}/cwd`) };
+  } catch (e) {
+    throw new CtxError(
+      "EACCES",
+      `cannot open the working directory of peer pid ${pid}: ${toCtxError(e).message}`,
+    );
   }
 }
 
@@ -169,7 +174,7 @@ export async function listen(ctx: OpContext, name: string): Promise<Listener> {
       const fd = fdOf(socket);
       setCloexec(fd); // accepted sockets must not leak into agent processes either
       const cred = peerCred(fd);
-      conn = new Conn(socket, cred, workspaceOf(cred.pid, "/"));
+      conn = new Conn(socket, cred, workspaceOf(cred.pid));
     } catch (e) {
       socket.end(JSON.stringify(errorFrame(e)) + "\n");
       return;

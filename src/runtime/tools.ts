@@ -6,7 +6,17 @@ export type { Prepared, ToolResult };
 /** What the runtime passes to `runTsh` for one call. */
 export type TshOptions = Pick<
   RunOptions,
-  "root" | "agent" | "uid" | "workspace" | "session" | "signal" | "limit" | "toolCache" | "approve"
+  | "root"
+  | "agent"
+  | "uid"
+  | "workspace"
+  | "hidden"
+  | "mount"
+  | "session"
+  | "signal"
+  | "limit"
+  | "toolCache"
+  | "approve"
 >;
 
 /**

@@ -1,6 +1,6 @@
 /** Runs a profile under bubblewrap: no fd above 2 leaks in, and a --block-fd gate holds the command until the receipt is recorded. */
 import { CtxError } from "../abi/errno.ts";
-import { type HostLayout, hostLayout, profile, type SandboxSpec } from "./profile.ts";
+import { FIRST_FD, type HostLayout, hostLayout, profile, type SandboxSpec } from "./profile.ts";
 import { bootId, type Receipt, receiptLive, startTime } from "./receipt.ts";
 
 /** Options for {@link launch}. */
@@ -36,22 +36,35 @@ export interface LaunchResult {
 export const CLOSE_FDS =
   `for p in /proc/$$/fd/*; do n=\${p##*/}; if [ "$n" -gt 2 ]; then exec {n}>&-; fi; done`;
 
-// Closes every inherited fd above 2 (Deno's node:net listener is not close-on-exec: platform-notes),
-// then makes fd 3 (bwrap --info-fd) a copy of stdout and fd 4 (--block-fd) a copy of stdin.
-// bwrap closes 3 and 4 in the child, so the command starts with exactly fds 0-2.
-const GATE = `${CLOSE_FDS}
-exec 3>&1 4<&0
-exec "$@"`;
+/**
+ * The gate script. It closes every inherited fd above 2 (Deno's node:net listener is not
+ * close-on-exec: platform-notes), sets the umask spawned processes get (never the daemon's: the
+ * mount serves with umask 0), makes fd 3 (bwrap --info-fd) a copy of stdout and fd 4 (--block-fd)
+ * a copy of stdin, and opens each host fd of the profile through `/proc/<launcher>/fd/<n>` (a
+ * magic link: the very file the host checked, no path walked) as fd 5, 6, ... for bwrap's
+ * `--bind-fd`. bwrap closes 3, 4 and each bound fd in the child, so the command starts with
+ * exactly fds 0-2.
+ */
+export function gate(
+  fds: readonly number[],
+  options: { umask?: number; gated?: boolean } = {},
+): string {
+  const opens = fds.map((h, i) => ` ${FIRST_FD + i}</proc/${Deno.pid}/fd/${h}`).join("");
+  const mask = (options.umask ?? 0o022).toString(8).padStart(4, "0");
+  const info = options.gated ?? true ? " 3>&1 4<&0" : "";
+  return `${CLOSE_FDS}\numask ${mask}\nexec${info}${opens}\nexec "$@"`;
+}
 
 let cachedLayout: HostLayout | undefined;
 
 /** The argv that runs `spec` (setpriv drops to the agent identity when the launcher is root). */
 export function launchArgv(
   spec: SandboxSpec,
-  options: { dataDir: string; layout: HostLayout; dieWithParent?: boolean },
+  options: { dataDir: string; layout: HostLayout; dieWithParent?: boolean; gated?: boolean },
 ): { argv: string[]; data: Record<string, string> } {
   const p = profile(spec, options);
-  const argv = ["/bin/bash", "-c", GATE, "cortexfs-gate"];
+  const gated = options.gated ?? true;
+  const argv = ["/bin/bash", "-c", gate(p.fds, { gated }), "cortexfs-gate"];
   if (Deno.uid() === 0) {
     const groups = spec.groups ?? [];
     argv.push(
@@ -67,8 +80,66 @@ export function launchArgv(
       `cannot run agent uid ${spec.uid} from uid ${Deno.uid()} without root`,
     );
   }
-  argv.push("bwrap", ...p.args, "--info-fd", "3", "--block-fd", "4", "--", ...p.command);
+  argv.push("bwrap", ...p.args, ...(gated ? ["--info-fd", "3", "--block-fd", "4"] : []));
+  argv.push("--", ...p.command);
   return { argv, data: p.data };
+}
+
+/** A sandboxed process whose stdio the caller drives (an executable agent's step). */
+export interface Sandboxed {
+  /** bwrap's process: the leader of its own session and process group (pid == pgid). */
+  child: Deno.ChildProcess;
+  /** Removes the synthetic passwd/group once the process is gone. */
+  cleanup(): void;
+}
+
+/**
+ * Starts `spec` under bubblewrap in a new session (setsid execs in place: bwrap's pid is the group
+ * id), with piped stdin and stdout. No gate: the caller records its receipt of the group before it
+ * writes stdin (the process waits for stdin first). bwrap dies with the launching thread, and its
+ * sandbox init with bwrap: signalling the group ends bwrap, and with it the whole pid namespace,
+ * every child the command started included (also a `setsid` one).
+ */
+export function spawnSandbox(
+  spec: SandboxSpec,
+  options: { layout?: HostLayout; stderr?: "null" | "piped" } = {},
+): Sandboxed {
+  const layout = options.layout ?? (cachedLayout ??= hostLayout());
+  const dataDir = Deno.makeTempDirSync({ prefix: "cortexfs-sbx-" });
+  const cleanup = () => {
+    try {
+      Deno.removeSync(dataDir, { recursive: true });
+    } catch { /* gone */ }
+  };
+  try {
+    Deno.chmodSync(dataDir, 0o711); // bwrap runs as the agent uid: it reads these files
+    const { argv, data } = launchArgv(spec, { dataDir, layout, gated: false });
+    for (const [name, text] of Object.entries(data)) {
+      Deno.writeTextFileSync(`${dataDir}/${name}`, text, { mode: 0o444 });
+      Deno.chmodSync(`${dataDir}/${name}`, 0o444);
+    }
+    const child = new Deno.Command(setsidPath(), {
+      args: argv,
+      clearEnv: true,
+      env: { PATH: "/usr/bin:/bin" },
+      stdin: "piped",
+      stdout: "piped",
+      stderr: options.stderr ?? "null",
+    }).spawn();
+    return { child, cleanup };
+  } catch (e) {
+    cleanup();
+    throw e;
+  }
+}
+
+function setsidPath(): string {
+  for (const p of ["/usr/bin/setsid", "/bin/setsid"]) {
+    try {
+      if (Deno.statSync(p).isFile) return p;
+    } catch { /* next */ }
+  }
+  throw new CtxError("ENOSYS", "setsid (util-linux) is not installed");
 }
 
 /** Reads a stream keeping at most `limit` bytes; reports whether anything was dropped. */

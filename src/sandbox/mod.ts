@@ -2,6 +2,7 @@
 export { agentEnv, ALLOWLIST, type EnvView, pickAllowed, SHELL_PATH, TSH_ENV } from "./env.ts";
 export {
   type Bind,
+  FIRST_FD,
   type HostLayout,
   hostLayout,
   type Profile,
@@ -9,7 +10,8 @@ export {
   type ProfileOptions,
   type SandboxSpec,
 } from "./profile.ts";
-export { launch, launchArgv, type LaunchOptions, type LaunchResult } from "./launch.ts";
+export { gate, launch, launchArgv, type LaunchOptions, type LaunchResult } from "./launch.ts";
 export { bootId, type Receipt, receiptLive, startTime } from "./receipt.ts";
-export { type WorkspaceGit, workspaceGit } from "./workspace.ts";
+export { dupFd, fdPath, GIT_SEARCH, type GitGuard, gitGuards, openDir } from "./workspace.ts";
+export { guardView, type Private, type Source } from "./guard.ts";
 export { doctor, type DoctorReport, requireSandbox } from "./doctor.ts";

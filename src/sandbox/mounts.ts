@@ -52,20 +52,25 @@ const DATA = ["home", "shared"];
 
 const under = (p: string, dir: string) => p === dir || p.startsWith(dir === "/" ? "/" : dir + "/");
 
-/** Reads /proc/self/mountinfo: are there mount points strictly below `path`? */
-export function procSubmounts(path: string): boolean | null {
+/** Every mount point of this process's view (/proc/self/mountinfo), or null when unreadable. */
+export function mountPoints(): string[] | null {
   let text: string;
   try {
     text = Deno.readTextFileSync("/proc/self/mountinfo");
   } catch {
-    return null; // Deno refuses /proc reads without --allow-all: unknown, so fail closed.
+    return null; // Deno refuses /proc reads without --allow-all
   }
   const unescape = (s: string) =>
     s.replace(/\\([0-7]{3})/g, (_, o) => String.fromCharCode(parseInt(o, 8)));
-  return text.split("\n").some((line) => {
-    const point = line.split(" ")[4];
-    return point !== undefined && unescape(point).startsWith(path.replace(/\/$/, "") + "/");
-  });
+  return text.split("\n").map((line) => line.split(" ")[4]).filter((p) => p !== undefined)
+    .map(unescape);
+}
+
+/** Reads /proc/self/mountinfo: are there mount points strictly below `path`? */
+export function procSubmounts(path: string): boolean | null {
+  const points = mountPoints();
+  if (points === null) return null; // unknown, so fail closed
+  return points.some((p) => p.startsWith(path.replace(/\/$/, "") + "/"));
 }
 
 const realFacts: HostFacts = { submounts: procSubmounts };

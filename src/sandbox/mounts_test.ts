@@ -68,8 +68,8 @@ Deno.test("planView() binds mount lines parents first, maps /ctx sources, replac
       network: false,
       env: {},
       command: ["/bin/true"],
-      git: true,
       ...plan,
+      protect: [{ fd: 9, dst: "/workspace/.git" }],
     }, { dataDir: "/d", layout });
     const at = p.args.indexOf("/workspace");
     assertEquals(p.args.slice(at - 2, at + 16), [
@@ -82,8 +82,8 @@ Deno.test("planView() binds mount lines parents first, maps /ctx sources, replac
       "--bind",
       `${t}/data`,
       "/srv/data/deep",
-      "--ro-bind",
-      `${t}/other/.git`,
+      "--ro-bind-fd",
+      "5",
       "/workspace/.git",
       "--chdir",
       "/srv/data",

@@ -1,5 +1,6 @@
 /** The one bubblewrap profile builder: a pure transform from (command, view) to a bwrap argv. */
 import { CtxError } from "../abi/errno.ts";
+import { effectiveRlimits, type Rlimits } from "../abi/rlimit.ts";
 
 /** One extra bind mount. */
 export interface Bind {
@@ -25,8 +26,11 @@ export interface HostLayout {
 export interface SandboxSpec {
   /** Host path of the /ctx tree (the mount, or a storage generation), bound read-only. */
   ctx: string;
-  /** Host directory bound at /workspace (the default start directory). */
-  workspace: string;
+  /**
+   * Host directory bound at /workspace (the default start directory): a path, or an open fd
+   * (O_PATH) bound as the very directory it names, never a path resolved again.
+   */
+  workspace: string | { fd: number };
   /** Mode of /workspace; default `rw` (a `mount` line targeting /workspace may say `ro`). */
   workspaceMode?: "ro" | "rw";
   /** Host directory backing HOME=/home/agent (`home/<uid>/agent/<name>`). */
@@ -49,10 +53,12 @@ export interface SandboxSpec {
   root?: string;
   /** Start directory inside; default `/workspace` (checked against the view by mounts.ts). */
   cwd?: string;
-  /** When the workspace holds a `.git` file (a worktree), the gitdir it names, host path. */
-  gitdir?: string;
-  /** True when `<workspace>/.git` exists (it is then over-mounted read-only). */
-  git?: boolean;
+  /** Open fds (O_PATH) bound read-only over the workspace: its `.git` and nested ones. */
+  protect?: { fd: number; dst: string }[];
+  /** Sandbox paths covered by an empty read-only tmpfs, after every bind but the runtime's. */
+  masks?: string[];
+  /** Resource limits below the defaults (the agent's `rlimit` control); the defaults always hold. */
+  rlimit?: Partial<Rlimits>;
   /** argv of the command to run inside. */
   command: string[];
 }
@@ -77,7 +83,12 @@ export interface Profile {
   command: string[];
   /** Files the launcher writes under dataDir before spawning: name -> content. */
   data: Record<string, string>;
+  /** Host fds the launcher hands bwrap, in order: the i-th is fd {@link FIRST_FD} + i in bwrap. */
+  fds: number[];
 }
+
+/** bwrap's fd for the first of {@link Profile.fds} (0-2 are stdio, 3 and 4 the info and block fds). */
+export const FIRST_FD = 5;
 
 const SAFE_ETC = [
   "alternatives",
@@ -140,6 +151,25 @@ function accounts(spec: SandboxSpec): Record<string, string> {
 }
 
 /**
+ * The command behind `prlimit`, which lowers its own limits and execs it (environment untouched).
+ * They are set inside the sandbox, after bwrap made its user namespace: there RLIMIT_NPROC counts
+ * only the sandbox's own processes (per user namespace, Linux >= 5.14), where set outside it would
+ * count every process of the uid. Soft and hard together, so nothing inside can raise them again.
+ */
+function limited(spec: SandboxSpec): string[] {
+  const r = effectiveRlimits(spec.rlimit);
+  return [
+    "/usr/bin/prlimit",
+    `--nproc=${r.nproc}`,
+    `--data=${r.data * 1024 * 1024}`,
+    `--cpu=${r.cpu}`,
+    `--nofile=${r.nofile}`,
+    "--",
+    ...spec.command,
+  ];
+}
+
+/**
  * Builds the bwrap profile: user, pid, ipc, uts, cgroup and (unless granted) network namespaces;
  * the agent's root (if any) beneath everything; system dirs read-only; /ctx read-only; HOME and
  * /workspace read-write; the agent's mounts; `.git` read-only on top; the runtime binds last; an
@@ -168,8 +198,12 @@ export function profile(spec: SandboxSpec, options: ProfileOptions): Profile {
   a.push("--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/run");
   a.push("--ro-bind", absolute(spec.ctx, "ctx root"), "/ctx");
   a.push("--bind", absolute(spec.home, "home"), "/home/agent");
-  const ws = absolute(spec.workspace, "workspace");
-  a.push(spec.workspaceMode === "ro" ? "--ro-bind" : "--bind", ws, "/workspace");
+  const fds: number[] = [];
+  const fd = (host: number) => String(FIRST_FD + fds.push(host) - 1);
+  const ro = spec.workspaceMode === "ro";
+  if (typeof spec.workspace === "string") {
+    a.push(ro ? "--ro-bind" : "--bind", absolute(spec.workspace, "workspace"), "/workspace");
+  } else a.push(ro ? "--ro-bind-fd" : "--bind-fd", fd(spec.workspace.fd), "/workspace");
   const bind = (b: Bind) =>
     a.push(
       b.mode === "rw" ? "--bind" : "--ro-bind",
@@ -178,9 +212,12 @@ export function profile(spec: SandboxSpec, options: ProfileOptions): Profile {
     );
   for (const b of spec.mounts ?? []) bind(b);
   // Protected paths stay read-only under the writable root (codex-rs habit; a seed design test),
-  // bound after the agent's mounts so none of them can cover the protection.
-  if (spec.git) a.push("--ro-bind", `${ws}/.git`, "/workspace/.git");
-  if (spec.gitdir) a.push("--ro-bind", absolute(spec.gitdir, "gitdir"), spec.gitdir);
+  // bound after the agent's mounts so none of them can cover the protection. Each is an fd: what
+  // the host checked is what is bound, whatever the sandbox renames meanwhile.
+  for (const p of spec.protect ?? []) a.push("--ro-bind-fd", fd(p.fd), absolute(p.dst, "protect"));
+  for (const m of spec.masks ?? []) {
+    a.push("--tmpfs", absolute(m, "mask"), "--remount-ro", m);
+  }
   for (const b of spec.binds ?? []) bind(b);
   a.push("--chdir", absolute(spec.cwd ?? "/workspace", "cwd"), "--cap-drop", "ALL", "--clearenv");
   for (const [k, v] of Object.entries(spec.env)) {
@@ -190,5 +227,5 @@ export function profile(spec: SandboxSpec, options: ProfileOptions): Profile {
     a.push("--setenv", k, v);
   }
   if (spec.command.length === 0) throw new CtxError("EINVAL", "sandbox command is empty");
-  return { args: a, command: [...spec.command], data: accounts(spec) };
+  return { args: a, command: limited(spec), data: accounts(spec), fds };
 }

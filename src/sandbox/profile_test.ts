@@ -6,18 +6,19 @@ import { profile, type SandboxSpec } from "./profile.ts";
 const layout = { links: { bin: "usr/bin" }, dirs: ["usr"], etc: ["hosts", "resolv.conf"] };
 const spec: SandboxSpec = {
   ctx: "/s/current",
-  workspace: "/w",
+  workspace: { fd: 17 },
   home: "/s/current/home/0/agent/coder",
   uid: 1000,
   gid: 1000,
   groups: [1000, 27],
   network: false,
   env: { HOME: "/home/agent" },
-  git: true,
+  protect: [{ fd: 18, dst: "/workspace/.git" }, { fd: 19, dst: "/workspace/lib/.git" }],
+  masks: ["/home/agent/session"],
   command: ["/bin/true"],
 };
 
-Deno.test("profile() builds the whole bwrap argv: namespaces, read-only system, /ctx ro, .git ro, empty env", () => {
+Deno.test("profile() builds the whole bwrap argv: namespaces, read-only system, /ctx ro, workspace and .git by fd, masks, empty env", () => {
   const p = profile(spec, { dataDir: "/d", layout });
   assertEquals(p.args, [
     "--unshare-all",
@@ -59,12 +60,19 @@ Deno.test("profile() builds the whole bwrap argv: namespaces, read-only system, 
     "--bind",
     "/s/current/home/0/agent/coder",
     "/home/agent",
-    "--bind",
-    "/w",
+    "--bind-fd",
+    "5",
     "/workspace",
-    "--ro-bind",
-    "/w/.git",
+    "--ro-bind-fd",
+    "6",
     "/workspace/.git",
+    "--ro-bind-fd",
+    "7",
+    "/workspace/lib/.git",
+    "--tmpfs",
+    "/home/agent/session",
+    "--remount-ro",
+    "/home/agent/session",
     "--chdir",
     "/workspace",
     "--cap-drop",
@@ -79,6 +87,8 @@ Deno.test("profile() builds the whole bwrap argv: namespaces, read-only system, 
       "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
     group: "agent:x:1000:\ng27:x:27:agent\nnogroup:x:65534:\n",
   });
+  // The host fds in bwrap's order: fd 5 is the workspace, 6 and 7 the protected .git entries.
+  assertEquals(p.fds, [17, 18, 19]);
 });
 
 Deno.test("profile() shares the network (and resolv.conf) only when granted", () => {
@@ -101,4 +111,21 @@ Deno.test("profile() fails closed on paths and variables it cannot express", () 
     CtxError,
   );
   assertEquals(v.errno, "EINVAL");
+});
+
+Deno.test("profile() runs the command under its limits, set inside the sandbox: defaults, or lower", () => {
+  const wrap = (nproc: number, cpu: number) => [
+    "/usr/bin/prlimit",
+    `--nproc=${nproc}`,
+    "--data=2147483648",
+    `--cpu=${cpu}`,
+    "--nofile=1024",
+    "--",
+    "/bin/true",
+  ];
+  assertEquals(profile(spec, { dataDir: "/d", layout }).command, wrap(256, 120));
+  assertEquals(
+    profile({ ...spec, rlimit: { nproc: 8, cpu: 5 } }, { dataDir: "/d", layout }).command,
+    wrap(8, 5),
+  );
 });

@@ -18,6 +18,7 @@ import {
   type Perm,
   type PolicyRule,
   quote,
+  type Rlimits,
   type Session,
   toCtxError,
   TOOL_CONTROLS,
@@ -58,6 +59,8 @@ export interface AgentDef {
   abi: Abi;
   /** Default `auto`. */
   approval: Approval;
+  /** Resource limits below the defaults; default none (the defaults hold). */
+  rlimit: Partial<Rlimits>;
   /** Direct-native tools besides tsh; default none. */
   tools: string[];
   /** Agent policy; default none (deny everything). */
@@ -250,6 +253,7 @@ export function loadAgent(root: string, name: string): AgentDef {
     perm: req<Perm>("perm"),
     abi: req<Abi>("abi"),
     approval: get<Approval>("approval") ?? "auto",
+    rlimit: get<Partial<Rlimits>>("rlimit") ?? {},
     tools: get<string[]>("tools") ?? [],
     policy: get<PolicyRule[]>("policy") ?? [],
     system: get<string>("system.md") ?? "",

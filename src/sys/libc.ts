@@ -84,6 +84,7 @@ export const O = {
   DIRECTORY: 0o200000,
   NOFOLLOW: 0o400000,
   CLOEXEC: 0o2000000,
+  PATH: 0o10000000,
 } as const;
 
 /** `AT_FDCWD`. */
@@ -279,7 +280,14 @@ export function umask(mask: number): number {
 }
 
 /** fcntl commands used here. */
-export const F = { GETFD: 1, SETFD: 2, GETFL: 3, SETFL: 4, FD_CLOEXEC: 1 } as const;
+export const F = {
+  DUPFD_CLOEXEC: 1030,
+  GETFD: 1,
+  SETFD: 2,
+  GETFL: 3,
+  SETFL: 4,
+  FD_CLOEXEC: 1,
+} as const;
 /** fcntl(2) with an int argument: the result or -errno. */
 export function fcntl(fd: number, cmd: number, arg = 0): number {
   return ret(sym.fcntl(fd, cmd, arg));

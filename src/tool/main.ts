@@ -6,10 +6,11 @@ import type { ToolResult } from "./result.ts";
 import { toolCache } from "./config.ts";
 
 const USAGE =
-  `usage: tsh [--json] [--root PATH] [--limit BYTES] [--cache N] [--timeout SECONDS] [TOOL|BUILTIN [ARGS...]]
+  `usage: tsh [--json] [--root PATH] [--limit BYTES] [--cache N] [--timeout SECONDS] [--args-stdin] [TOOL|BUILTIN [ARGS...]]
 With no operation tsh reads commands from a line-editing prompt. Tools resolve through CTX_PATH only.
 --limit bounds a tool's output (default 16384 bytes); --timeout bounds its wall-clock time
 (default 120 s), after which its whole process group is ended and the result is ETIMEDOUT.
+--args-stdin appends the words of one JSON array of strings read from stdin.
 `;
 
 /** The only variables tsh reads (its Deno permission set allows nothing else). */
@@ -97,10 +98,38 @@ async function repl(ctx: ShellContext): Promise<number> {
   return code;
 }
 
+/** Largest argument array --args-stdin takes (the runtime's frames are at most 1 MiB). */
+const MAX_STDIN_ARGS = 8 * 1024 * 1024;
+
+/**
+ * The operation's words as one JSON array of strings on stdin (`--args-stdin`): the host passes
+ * tool arguments this way so they never appear on a command line any local user can read.
+ */
+async function stdinArgs(): Promise<string[] | string> {
+  const parts: Uint8Array[] = [];
+  let n = 0;
+  for await (const chunk of Deno.stdin.readable) {
+    n += chunk.length;
+    if (n > MAX_STDIN_ARGS) return `over ${MAX_STDIN_ARGS} bytes`;
+    parts.push(chunk);
+  }
+  const bytes = new Uint8Array(n);
+  let off = 0;
+  for (const p of parts) {
+    bytes.set(p, off);
+    off += p.length;
+  }
+  try {
+    const v = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
+    if (Array.isArray(v) && v.every((a) => typeof a === "string")) return v;
+  } catch { /* reported below */ }
+  return "stdin is not one JSON array of strings";
+}
+
 /** Runs tsh with `argv`; returns the exit code (the tool's own). */
 export async function tshMain(argv: string[]): Promise<number> {
   let json = false, root: string | undefined, limit: number | undefined;
-  let cache: string | undefined, timeout: string | undefined;
+  let cache: string | undefined, timeout: string | undefined, argsStdin = false;
   let i = 0;
   for (; i < argv.length; i++) {
     const a = argv[i];
@@ -109,6 +138,7 @@ export async function tshMain(argv: string[]): Promise<number> {
     else if (a === "--limit" && i + 1 < argv.length) limit = Number(argv[++i]);
     else if (a === "--cache" && i + 1 < argv.length) cache = argv[++i];
     else if (a === "--timeout" && i + 1 < argv.length) timeout = argv[++i];
+    else if (a === "--args-stdin") argsStdin = true;
     else if (a === "-h" || a === "--help") {
       Deno.stdout.writeSync(new TextEncoder().encode(USAGE));
       return 0;
@@ -145,7 +175,15 @@ export async function tshMain(argv: string[]): Promise<number> {
     cache: capacity,
     timeout: seconds === undefined ? undefined : Math.round(seconds * 1000),
   });
-  const args = argv.slice(i);
+  let args = argv.slice(i);
+  if (argsStdin) {
+    const got = await stdinArgs();
+    if (typeof got === "string") {
+      Deno.stderr.writeSync(new TextEncoder().encode(`tsh: EINVAL: --args-stdin: ${got}\n`));
+      return 2;
+    }
+    args = [...args, ...got];
+  }
   if (args.length === 0 && !json) return await repl(ctx);
   if (json) {
     frame({ type: "start", agent: ctx.agent ?? null });

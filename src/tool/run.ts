@@ -1,22 +1,18 @@
 /** runTsh: one tsh operation for an agent, run as tsh inside a fresh bubblewrap sandbox. */
 import { CtxError, toCtxError } from "../abi/errno.ts";
-import { authorize, networkAllowed } from "../policy/authorize.ts";
-import { checkMounts } from "../policy/mount.ts";
+import { authorize } from "../policy/authorize.ts";
 import type { Letter } from "../policy/perm.ts";
 import { agentEnv } from "../sandbox/env.ts";
 import { launch } from "../sandbox/launch.ts";
 import { requireSandbox } from "../sandbox/doctor.ts";
-import { planView } from "../sandbox/mounts.ts";
-import { hostLayout } from "../sandbox/profile.ts";
 import type { Receipt } from "../sandbox/receipt.ts";
-import { workspaceGit } from "../sandbox/workspace.ts";
-import { ensureAgentHome } from "../store/session.ts";
 import { loadAgent } from "../store/agent.ts";
 import permissions from "../../packaging/permissions.json" with { type: "json" };
 import { tshBundle } from "./bundle.ts";
 import { toolCache } from "./config.ts";
 import { DEFAULT_TIMEOUT_MS } from "./exec.ts";
 import { failed, type ToolResult } from "./result.ts";
+import { layoutOnce, type PreparedView, prepareView } from "./view.ts";
 
 /** Options for {@link runTsh}. */
 export interface RunOptions {
@@ -26,8 +22,18 @@ export interface RunOptions {
   agent: string;
   /** The calling client's uid (its CTX_HOME). */
   uid: number;
-  /** Host directory bound at /workspace (the client's cwd, read by the daemon from /proc). */
-  workspace: string;
+  /**
+   * What is bound at /workspace: an open directory fd (the client's own cwd, opened by the daemon
+   * through `/proc/<peer>/cwd`; runTsh duplicates it) or a host path (tests, in-host callers).
+   */
+  workspace: string | { fd: number };
+  /**
+   * Host paths no sandbox may see (the run dir with the agent sockets, ...); the storage root
+   * holding `root` is always among them.
+   */
+  hidden?: string[];
+  /** The mount projecting `root` (production): a path into it names the tree too. */
+  mount?: string;
   /** Session name (reserved for the runtime's records; tsh state is per agent home). */
   session?: string;
   /** Cancels the run: the sandbox init is killed. */
@@ -87,8 +93,6 @@ const TSH_BUILTINS = [
   "exit",
 ];
 
-let layout: ReturnType<typeof hostLayout> | undefined;
-
 /** Where deno itself and the bundle appear inside the sandbox. */
 export const SANDBOX_DENO = "/opt/cortexfs/bin/deno";
 export const SANDBOX_TSH = "/opt/cortexfs/lib/tsh.js";
@@ -113,6 +117,7 @@ export async function runTsh(args: string[], options: RunOptions): Promise<ToolR
   const guard = new AbortController();
   const stop = () => guard.abort();
   let timer: ReturnType<typeof setTimeout> | undefined;
+  let view: PreparedView | undefined;
   try {
     const timeout = options.timeout ?? DEFAULT_TIMEOUT_MS / 1000;
     if (!(Number.isFinite(timeout) && timeout > 0)) {
@@ -125,6 +130,7 @@ export async function runTsh(args: string[], options: RunOptions): Promise<ToolR
     }
     await requireSandbox();
     const root = Deno.realPathSync(options.root);
+    options = { ...options, root };
     // Every control parsed fresh by the one loader (src/store/agent.ts), aliases resolved.
     const agent = loadAgent(root, options.agent);
     let prepared: Prepared | undefined;
@@ -135,26 +141,7 @@ export async function runTsh(args: string[], options: RunOptions): Promise<ToolR
       prepared = { tool: args[0], args: [...args], path: v.tool.path, letter: v.tool.letter };
     }
     const cache = toolCache(options.toolCache);
-    // The view's binds: policy must grant each (checkMounts), and the sandbox must be able to
-    // enforce each (planView); either refusal spawns nothing.
-    checkMounts(agent);
-    // The agent home belongs to the agent identity (bwrap binds it as that uid): root makes only
-    // home/<uid> and gives it away; everything below is made as the uid (never followed as root).
-    const home = options.home ?? ensureAgentHome(root, {
-      uid: options.uid,
-      gid: agent.gid,
-      groups: agent.groups,
-      agent: agent.name,
-    });
-    const plan = planView({
-      ctx: root,
-      home,
-      workspace: Deno.realPathSync(options.workspace),
-      mount: agent.mount,
-      root: agent.root,
-      cwd: agent.cwd,
-      layout: layout ??= hostLayout(),
-    });
+    view = prepareView(agent, options);
     const limit = options.limit ?? 16384;
     const bundle = options.bundle ?? await tshBundle({ deno: options.deno });
     const deno = options.deno ?? Deno.execPath();
@@ -172,23 +159,12 @@ export async function runTsh(args: string[], options: RunOptions): Promise<ToolR
     options.signal?.addEventListener("abort", stop, { once: true });
     timer = setTimeout(stop, (timeout + SANDBOX_SLACK_S) * 1000);
     const res = await launch({
-      ctx: root,
-      workspace: plan.workspace,
-      workspaceMode: plan.workspaceMode,
-      mounts: plan.mounts,
-      root: plan.root,
-      cwd: plan.cwd,
-      home,
-      uid: agent.uid,
-      gid: agent.gid,
-      groups: agent.groups,
-      network: networkAllowed(agent),
+      ...view.spec,
       env: { ...env, ...DENO_ENV },
       binds: [
         { src: deno, dst: SANDBOX_DENO, mode: "ro" },
         { src: bundle, dst: SANDBOX_TSH, mode: "ro" },
       ],
-      ...workspaceGit(plan.workspace),
       command: [
         SANDBOX_DENO,
         "run",
@@ -205,14 +181,15 @@ export async function runTsh(args: string[], options: RunOptions): Promise<ToolR
         "--timeout",
         String(timeout),
         ...(cache === undefined ? [] : ["--cache", String(cache)]),
-        "--",
-        ...args,
+        // The words travel on stdin: a command line is readable by every local user.
+        "--args-stdin",
       ],
     }, {
+      stdin: new TextEncoder().encode(JSON.stringify(args)),
       signal: guard.signal,
       onReceipt: options.onReceipt,
       limit: 4 * limit + 65536,
-      layout,
+      layout: layoutOnce(),
     });
     const text = new TextDecoder().decode(res.stdout);
     for (const line of text.split("\n")) {
@@ -243,5 +220,6 @@ export async function runTsh(args: string[], options: RunOptions): Promise<ToolR
   } finally {
     clearTimeout(timer);
     options.signal?.removeEventListener("abort", stop);
+    view?.close();
   }
 }

@@ -47,6 +47,7 @@ fds) # where every open fd of this process leads (the daemon's fds must not be a
   fds=$(for p in /proc/$$/fd/*; do readlink "$p"; done | tr '\n' ' ')
   printf '{"type":"message","role":"assistant","content":"%s"}\n' "${fds% }"
   ;;
+canread) [ -r "$arg" ] && r=yes || r=no; printf '{"type":"message","role":"assistant","content":"%s"}\n' "$r" ;;
 pwd) printf '{"type":"message","role":"assistant","content":"%s"}\n' "$PWD" ;;
 slow) sleep 1; printf '{"type":"message","role":"assistant","content":"slow answer"}\n' ;;
 start) printf '{"type":"start","run":"%s"}\n' "$CTX_RUN_ID" ;;

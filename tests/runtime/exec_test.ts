@@ -59,7 +59,7 @@ Deno.test("ctx agent new --exec installs a sdk-envelope-v1 agent; without --exec
   }
 });
 
-Deno.test("step 0 gets exactly one envelope line and a cleared environment: .d/env + CTX_* only", async () => {
+Deno.test("step 0 gets exactly one envelope line and a cleared environment: the sandbox allowlist, .d/env, CTX_*", async () => {
   const f = await makeTree();
   addTestAgent(f, "t");
   const d = await startDaemon(f);
@@ -88,6 +88,19 @@ Deno.test("step 0 gets exactly one envelope line and a cleared environment: .d/e
       "observation",
     ]);
     assertEquals(got.env, {
+      // The sandbox's allowlist (seed "Sandbox Contract"), as for every tool.
+      CTX_ROOT: "/ctx",
+      CTX_HOME: "/ctx/home/0",
+      CTX_AGENT_SUBJECT: "agent_t",
+      CTX_PATH: "/ctx/tool:/ctx/home/0/tool",
+      HOME: "/home/agent",
+      USER: "agent",
+      LOGNAME: "agent",
+      SHELL: "/bin/bash",
+      TERM: "xterm-256color",
+      LANG: "C.UTF-8",
+      PATH: "/usr/bin:/bin",
+      PWD: "/workspace", // bwrap's --chdir sets it
       LOG_DIR: f.logs,
       AGENT_FLAVOR: "test",
       CTX_AGENT: "t",

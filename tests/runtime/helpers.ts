@@ -48,6 +48,20 @@ export function addTestAgent(
     Object.entries(env).map(([k, v]) => `${k}=${v}\n`).join(""),
   );
   if (options.approval) replaceFile(`${f.root}/agent/${name}.d/approval`, `${options.approval}\n`);
+  // The agent runs sandboxed: its log dir is bound into its view at the same path, by policy.
+  grantLogs(f, name);
+}
+
+/** Binds the fixture's log dir read-write into agent `name`'s sandbox (mount line + policy grants). */
+export function grantLogs(f: Fixture, name: string): void {
+  const d = `${f.root}/agent/${name}.d`;
+  replaceFile(`${d}/mount`, `${f.logs}\t${f.logs}\trw\t-\n`);
+  const subject = Deno.readTextFileSync(`${d}/label`).trim().split(":")[2];
+  const policy = Deno.readTextFileSync(`${d}/policy`);
+  replaceFile(
+    `${d}/policy`,
+    policy + `allow ${subject} mount:${f.logs} read\nallow ${subject} mount:${f.logs} write\n`,
+  );
 }
 
 /** A daemon child process running tests/runtime/daemon.ts. */
@@ -257,4 +271,31 @@ export function shape(frames: Record<string, unknown>[]): Record<string, unknown
     for (const k of ["run", "id", "ts", "digest", "client_id"]) if (k in o) o[k] = `<${k}>`;
     return o;
   });
+}
+
+/**
+ * Host pids of every live process of a run: the ones whose environment carries its CTX_RUN_ID
+ * (the agent and whatever it started; inside the sandbox's pid namespace they see other pids).
+ */
+export function runPids(run: string): number[] {
+  const needle = new TextEncoder().encode(`CTX_RUN_ID=${run}\0`);
+  const out: number[] = [];
+  for (const e of Deno.readDirSync("/proc")) {
+    if (!/^\d+$/.test(e.name)) continue;
+    try {
+      const stat = Deno.readTextFileSync(`/proc/${e.name}/stat`);
+      if (stat.slice(stat.lastIndexOf(")") + 2).startsWith("Z")) continue;
+      const env = Deno.readFileSync(`/proc/${e.name}/environ`);
+      if (indexOf(env, needle) >= 0) out.push(Number(e.name));
+    } catch { /* gone meanwhile */ }
+  }
+  return out.sort((a, b) => a - b);
+}
+
+function indexOf(hay: Uint8Array, needle: Uint8Array): number {
+  outer: for (let i = 0; i + needle.length <= hay.length; i++) {
+    for (let j = 0; j < needle.length; j++) if (hay[i + j] !== needle[j]) continue outer;
+    return i;
+  }
+  return -1;
 }

@@ -6,7 +6,9 @@ import { addTestAgent, cleanup, ctx, makeTree, Raw, startDaemon } from "./helper
 const root = Deno.uid() === 0;
 
 function ids(uid: number, gid: number, groups: number[]): string {
-  const g = groups.length ? ` ${groups.join(" ")}` : "";
+  // Inside the sandbox's user namespace supplementary groups are unmapped: shown as the overflow
+  // id (65534), one per group; what they grant is checked below with files.
+  const g = groups.length ? ` ${groups.map(() => 65534).join(" ")}` : "";
   return `Uid: ${uid} ${uid} ${uid} ${uid} Gid: ${gid} ${gid} ${gid} ${gid} Groups:${g}`;
 }
 
@@ -43,6 +45,18 @@ Deno.test({
           agents.map(([n, u, g, gs]) => [n, { code: 0, out: ids(u, g, gs) }]),
         ),
       );
+      // The groups in force are exactly the agent's: 1001 opens a group-1001 file, and the
+      // daemon's own group 27 opens nothing.
+      const groupFile = (gid: number) => {
+        const p = `${f.logs}/g${gid}`;
+        Deno.writeTextFileSync(p, "x\n");
+        Deno.chownSync(p, 0, gid);
+        Deno.chmodSync(p, 0o640);
+        return p;
+      };
+      const canRead = async (p: string) =>
+        (await ctx(f, ["agent", "send", "grouped", `canread ${p}`])).stdout.trim();
+      assertEquals([await canRead(groupFile(1001)), await canRead(groupFile(27))], ["yes", "no"]);
       // The uid 1000 agents' sessions were made as that identity: home/1000 given to it by root,
       // everything below created by it (no chown).
       const st = (p: string) => {

@@ -20,7 +20,8 @@ Deno.test({
   ignore: !root,
   async fn() {
     const f = await makeTree();
-    const lib = `${f.tmp}/probe.so`, log = `${f.logs}/preload.log`;
+    // In the log dir: the one host directory bound into the agent's sandbox.
+    const lib = `${f.logs}/probe.so`, log = `${f.logs}/preload.log`;
     // The probe records the uid of every process that loads it.
     const src = `${f.tmp}/probe.c`;
     Deno.writeTextFileSync(
@@ -68,7 +69,8 @@ Deno.test("an fd the daemon inherited without close-on-exec never reaches an age
 });
 
 Deno.test({
-  name: "the workspace is entered as the agent: root's private cwd is refused, an open one is used",
+  name:
+    "the workspace is entered as the agent: root's private cwd is refused, an open one is bound at /workspace",
   ignore: !root,
   async fn() {
     const f = await makeTree();
@@ -84,8 +86,11 @@ Deno.test({
       const refused = await ctx(f, ["agent", "send", "w", "pwd"], { cwd: priv });
       assert(refused.code !== 0, refused.stdout);
       assertEquals(refused.stdout.includes(priv), false);
+      Deno.writeTextFileSync(`${open}/mark`, "here\n");
       const ok = await ctx(f, ["agent", "send", "w", "pwd"], { cwd: open });
-      assertEquals({ code: ok.code, out: ok.stdout.trim() }, { code: 0, out: open });
+      assertEquals({ code: ok.code, out: ok.stdout.trim() }, { code: 0, out: "/workspace" });
+      const seen = await ctx(f, ["agent", "send", "w", "canread /workspace/mark"], { cwd: open });
+      assertEquals(seen.stdout.trim(), "yes");
     } finally {
       await d.stop();
       await cleanup(f);

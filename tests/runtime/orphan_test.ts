@@ -1,8 +1,16 @@
-/** Agent process groups a `kill -9`ed daemon left behind are stopped at the next start, and only those. */
+/** A `kill -9`ed daemon takes its agents' sandboxes with it; the next start drops their receipts and stops only what a receipt proves. */
 import { assert, assertEquals } from "../assert.ts";
 import { GROUP_SCHEMA, groupsDir } from "../../src/runtime/groups.ts";
 import { bootId, startTime } from "../../src/sandbox/receipt.ts";
-import { addTestAgent, cleanup, type Fixture, makeTree, Raw, startDaemon } from "./helpers.ts";
+import {
+  addTestAgent,
+  cleanup,
+  type Fixture,
+  makeTree,
+  Raw,
+  runPids,
+  startDaemon,
+} from "./helpers.ts";
 
 function alive(pid: number): boolean {
   try {
@@ -33,7 +41,7 @@ async function pidFile(path: string): Promise<number> {
   return Number(Deno.readTextFileSync(path));
 }
 
-Deno.test("after kill -9 of the daemon the restarted runtime stops the agent's orphaned group; a receipt of another process kills nothing", async () => {
+Deno.test("after kill -9 of the daemon its agent's sandbox dies with it (a child that left the group too); the restart drops the receipt; a receipt of another process kills nothing", async () => {
   const f = await makeTree();
   addTestAgent(f, "t");
   // An unrelated process in a group of its own, as a reused pid would be.
@@ -51,10 +59,13 @@ Deno.test("after kill -9 of the daemon the restarted runtime stops the agent's o
     const c = await Raw.connect(`${f.root}/agent/t.sock`);
     c.write({ op: "send", id: "long", input: "sleep" });
     const run = String((await c.until((fs) => fs.some((x) => x.type === "delta")))[0].run);
-    const leader = await pidFile(`${f.logs}/${run}.leader`);
-    const child = await pidFile(`${f.logs}/${run}.child`);
-    // The live step is on record: leader pid, its group, /proc start time and this boot.
-    const rec = JSON.parse(Deno.readTextFileSync(`${groupsDir(f.run)}/${leader}.json`));
+    await pidFile(`${f.logs}/${run}.leader`); // the agent has started its background child
+    const [agent, child] = runPids(run);
+    assert(child !== undefined && alive(agent) && alive(child));
+    // The live step is on record: the sandbox's group leader (bwrap), its /proc start time, boot.
+    const [file] = receipts(f);
+    const leader = Number(file.replace(/\.json$/, ""));
+    const rec = JSON.parse(Deno.readTextFileSync(`${groupsDir(f.run)}/${file}`));
     assertEquals(rec, {
       schema: GROUP_SCHEMA,
       pid: leader,
@@ -67,8 +78,9 @@ Deno.test("after kill -9 of the daemon the restarted runtime stops the agent's o
     });
     await d.kill9();
     c.close();
-    // Nothing stopped them: without the receipt they would run on as orphans.
-    assertEquals([alive(leader), alive(child)], [true, true]);
+    // bwrap dies with the daemon, and its pid namespace with it: nothing runs on as an orphan.
+    await waitFor(() => !alive(leader) && !alive(agent) && !alive(child));
+    assertEquals([alive(leader), alive(agent), alive(child)], [false, false, false]);
 
     // Receipts that must kill nothing: the bystander with a start time that is not its own (a
     // reused pid), and with its real start time but another boot's id.
@@ -95,11 +107,9 @@ Deno.test("after kill -9 of the daemon the restarted runtime stops the agent's o
 
     d = await startDaemon(f);
     assertEquals(d.ready.reaped, {
-      stopped: [leader],
-      stale: [`${bystander.pid}.json`, "99999999.json"].sort(),
+      stopped: [],
+      stale: [`${bystander.pid}.json`, "99999999.json", `${leader}.json`].sort(),
     });
-    await waitFor(() => !alive(leader) && !alive(child));
-    assertEquals([alive(leader), alive(child)], [false, false]);
     assertEquals(alive(bystander.pid), true);
     assertEquals(receipts(f), []);
     // The interrupted run was closed, and the runtime serves the next request.

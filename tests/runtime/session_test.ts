@@ -27,14 +27,15 @@ async function request(f: Fixture, agent: string, frame: Record<string, unknown>
 
 Deno.test("a send creates the session files, modes, index and records user message before the agent runs", async () => {
   const f = await makeTree();
-  // The agent copies messages.jsonl as it starts: the user message must already be there.
+  // The agent copies messages.jsonl as it starts (through /ctx, its read-only view of the tree):
+  // the user message must already be there.
   addTestAgent(f, "t");
   const dir = `${f.root}/home/0/agent/t/session/work`;
   Deno.writeTextFileSync(
     `${f.root}/agent/t`,
     Deno.readTextFileSync(`${f.root}/agent/t`).replace(
       "IFS= read -r line",
-      `cp ${dir}/messages.jsonl "$LOG_DIR/seen.jsonl"\nIFS= read -r line`,
+      `cp /ctx/home/0/agent/t/session/work/messages.jsonl "$LOG_DIR/seen.jsonl"\nIFS= read -r line`,
     ),
   );
   const d = await startDaemon(f);

@@ -127,6 +127,7 @@ Deno.test("initial tree: agent coder owned by the creating uid, granted its tool
       perm: { r: true, w: true, x: true },
       abi: "sdk-envelope-v1",
       approval: "auto",
+      rlimit: {},
       tools: [],
       policy: [
         ...BUILTIN_TOOLS.map((t) => ({

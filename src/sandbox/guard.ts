@@ -1,0 +1,99 @@
+/** What a sandbox must never see or write: CortexFS's private state (storage, run dir) and durable session history. */
+import { CtxError } from "../abi/errno.ts";
+
+/** The host paths the guard knows, all absolute and canonical. */
+export interface Private {
+  /** Never visible inside a sandbox in any mode: the storage root, the run dir (agent sockets). */
+  hidden: string[];
+  /** Host paths of the tree (its backing generation and, in production, the mount projecting it). */
+  tree: string[];
+}
+
+/** One bind the view is about to make: canonical host source, sandbox target, mode. */
+export interface Source {
+  src: string;
+  dst: string;
+  mode: "ro" | "rw";
+}
+
+const under = (p: string, dir: string) => p === dir || p.startsWith(dir === "/" ? "/" : dir + "/");
+
+/** The first path component of `inner` below `outer` (which contains it). */
+function first(inner: string, outer: string): string {
+  return inner.slice(outer === "/" ? 1 : outer.length + 1).split("/")[0];
+}
+
+const join = (dst: string, name: string) => dst === "/" ? `/${name}` : `${dst}/${name}`;
+
+/** Directory names in a tree directory, without following anything (a listing failure: none). */
+function dirs(path: string): string[] {
+  try {
+    return [...Deno.readDirSync(path)].filter((e) => e.isDirectory).map((e) => e.name);
+  } catch {
+    return [];
+  }
+}
+
+/**
+ * Where session history lies below the tree directory `rel` (a tree-relative path): the names of
+ * `rel`'s children that lead to a session root (`home/<u>/agent/<a>/session`,
+ * `shared/agents/agent/<a>/session`), or "inside" when `rel` is within one.
+ */
+function sessionsBelow(rel: string[], backing: string): string[] | "inside" {
+  const top = rel[0];
+  const pattern = top === "home"
+    ? ["home", "*", "agent", "*", "session"]
+    : top === "shared"
+    ? ["shared", "agents", "agent", "*", "session"]
+    : null;
+  if (!pattern) return [];
+  const n = rel.length;
+  for (let i = 1; i < Math.min(n, pattern.length); i++) {
+    if (pattern[i] !== "*" && pattern[i] !== rel[i]) return []; // not on a path to history
+  }
+  if (n >= pattern.length) return "inside";
+  const next = pattern[n];
+  return next === "*" ? dirs(`${backing}/${rel.join("/")}`) : [next];
+}
+
+/**
+ * Checks the binds of a view against private state and returns the sandbox paths to cover with
+ * an empty read-only tmpfs. A source inside hidden state is EACCES in any mode; a writable source
+ * inside session history is EACCES (durable history is host-owned; read-only it may be seen).
+ * A source that contains hidden state, or (when writable) session history, keeps it out of view
+ * by masking the child of the bind root that leads there: that child is then a mount point in
+ * the sandbox, so no process inside can rename it, or anything below it, out from under the mask.
+ */
+export function guardView(binds: readonly Source[], p: Private): string[] {
+  const masks = new Set<string>();
+  const [backing] = p.tree;
+  for (const b of binds) {
+    const what = `"${b.dst}" (from "${b.src}")`;
+    const alias = p.tree.find((t) => under(b.src, t));
+    if (alias !== undefined) {
+      const rel = b.src === alias ? [] : b.src.slice(alias.length + 1).split("/");
+      const below = sessionsBelow(rel, backing);
+      if (below === "inside") {
+        if (b.mode === "rw") {
+          throw new CtxError(
+            "EACCES",
+            `${what} lies in session history, which only the host writes: it cannot be bound read-write`,
+          );
+        }
+        continue;
+      }
+      if (b.mode === "rw") { for (const name of below) masks.add(join(b.dst, name)); }
+      continue;
+    }
+    for (const h of p.hidden) {
+      if (under(b.src, h)) {
+        throw new CtxError("EACCES", `${what} lies in CortexFS's private state ("${h}")`);
+      }
+    }
+    const covered = b.mode === "rw" ? [...p.hidden, ...p.tree] : p.hidden;
+    for (const h of covered) {
+      if (under(h, b.src)) masks.add(join(b.dst, first(h, b.src)));
+    }
+  }
+  return [...masks];
+}
