@@ -2,6 +2,7 @@
 import { toCtxError } from "../abi/errno.ts";
 import { bootId, procState, startTime, startTimeAsync } from "../sandbox/receipt.ts";
 import { ensureDir, tempPath } from "../store/atomic.ts";
+import { readRegularText } from "../store/regular.ts";
 import { GRACE_MS } from "./proc.ts";
 
 /** Schema tag of a group receipt file. */
@@ -134,7 +135,8 @@ export async function reapGroups(
     const path = `${dir}/${e.name}`;
     let r: GroupReceipt | undefined;
     try {
-      r = parse(Deno.readTextFileSync(path));
+      // Root's own directory, but a wait on a FIFO would stall every start: regular files only.
+      r = parse(readRegularText(path) ?? "");
     } catch (err) {
       throw toCtxError(err, path);
     }
