@@ -30,7 +30,7 @@ function refuse(path: string, kind: string): CtxError {
     `${path} is ${kind}, not a regular file (never opened or followed)`,
     { path },
   );
-  console.error(`cortexfs: refusing ${path}: ${err.message}`);
+  console.error(`cortexfs: EIO: ${err.message}`);
   return err;
 }
 
