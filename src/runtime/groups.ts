@@ -135,10 +135,11 @@ export async function reapGroups(
     const path = `${dir}/${e.name}`;
     let r: GroupReceipt | undefined;
     try {
-      // Root's own directory, but a wait on a FIFO would stall every start: regular files only.
+      // Root's own directory, but a wait on a FIFO would stall every start: regular files only,
+      // and anything else there (EIO) is a stale receipt like an unparsable one.
       r = parse(readRegularText(path) ?? "");
     } catch (err) {
-      throw toCtxError(err, path);
+      if (toCtxError(err, path).errno !== "EIO") throw toCtxError(err, path);
     }
     if (r && matches(r)) live.push({ r, path });
     else {
