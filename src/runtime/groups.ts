@@ -2,6 +2,7 @@
 import { toCtxError } from "../abi/errno.ts";
 import { bootId, procState, startTime, startTimeAsync } from "../sandbox/receipt.ts";
 import { ensureDir, tempPath } from "../store/atomic.ts";
+import { readRegularText } from "../store/regular.ts";
 import { GRACE_MS } from "./proc.ts";
 
 /** Schema tag of a group receipt file. */
@@ -134,9 +135,11 @@ export async function reapGroups(
     const path = `${dir}/${e.name}`;
     let r: GroupReceipt | undefined;
     try {
-      r = parse(Deno.readTextFileSync(path));
+      // Root's own directory, but a wait on a FIFO would stall every start: regular files only,
+      // and anything else there (EIO) is a stale receipt like an unparsable one.
+      r = parse(readRegularText(path) ?? "");
     } catch (err) {
-      throw toCtxError(err, path);
+      if (toCtxError(err, path).errno !== "EIO") throw toCtxError(err, path);
     }
     if (r && matches(r)) live.push({ r, path });
     else {

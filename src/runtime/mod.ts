@@ -5,6 +5,7 @@ import { ensureDir } from "../store/atomic.ts";
 import { RunIndex } from "../store/runs.ts";
 import {
   appendEvent,
+  checkSession,
   findSessions,
   readEvents,
   type SessionRef,
@@ -118,6 +119,8 @@ function recover(index: RunIndex, sessions: SessionRef[]) {
     for (const ref of sessions) {
       let events: unknown[];
       try {
+        // Every file it would read must be a regular file: a planted FIFO never stalls startup.
+        checkSession(ref);
         events = readEvents(ref);
       } catch (e) {
         note(broken, ref.dir, e);

@@ -7,6 +7,7 @@ import { MAX_CONTEXT, utf8Length } from "../abi/envelope.ts";
 import { readControl, resolveAgent } from "../store/agent.ts";
 import type { RunIndex } from "../store/runs.ts";
 import {
+  checkSession,
   openSession,
   readEvents,
   readMessages,
@@ -163,6 +164,8 @@ async function begin(
     // Waited behind another run of the session and its client is gone: nothing to start for.
     if (conn.closed) return;
     openSession(ref, { model: o.agent.model });
+    // A FIFO, symlink or device planted among its files: EIO naming it, before anything is written.
+    checkSession(ref);
     touchIndex(ref, o.cwd);
     const run = new Run({ id: newRunId(), ref, index: ctx.index, origin: conn });
     const ts = Date.now() / 1000;
@@ -309,6 +312,7 @@ export async function opResume(ctx: OpContext, conn: Conn, name: string, session
     // what the owner could read anyway (never another user's history through root).
     if (!sessionExists(ref)) continue;
     refuseBroken(ctx, ref);
+    checkSession(ref);
     const messages = readMessages(ref) as Record<string, unknown>[];
     const runs = new Set<string>();
     for (const m of messages) {

@@ -1,6 +1,7 @@
 /** The runtime's view of an agent definition, re-read from the tree on every request (H1's loadAgent). */
-import { toCtxError } from "../abi/errno.ts";
+import { CtxError } from "../abi/errno.ts";
 import { type AgentDef, effectiveWindow, loadAgent, loadModel } from "../store/agent.ts";
+import { readRegular } from "../store/regular.ts";
 
 /** What the runtime needs from `agent/<name>` and `agent/<name>.d/`. */
 export interface AgentView extends
@@ -28,19 +29,11 @@ export interface AgentView extends
 
 const RUNNER = "#!/usr/bin/cortexfs-object-runner";
 
+// A regular file only (src/store/regular.ts): a FIFO planted as an entry must not stall a request.
 function head(path: string): string {
-  try {
-    const f = Deno.openSync(path, { read: true });
-    try {
-      const buf = new Uint8Array(RUNNER.length);
-      const n = f.readSync(buf) ?? 0;
-      return new TextDecoder().decode(buf.subarray(0, n));
-    } finally {
-      f.close();
-    }
-  } catch (e) {
-    throw toCtxError(e, path);
-  }
+  const bytes = readRegular(path, { max: RUNNER.length });
+  if (!bytes) throw new CtxError("ENOENT", "the agent entry is missing", { path });
+  return new TextDecoder().decode(bytes);
 }
 
 /** Reads an agent fresh from the tree (ENOENT when absent, EINVAL for a bad control). */

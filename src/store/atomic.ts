@@ -1,6 +1,6 @@
 /** The one atomic-replace helper: temp file in the same directory, fsync, rename, directory fsync. */
 import { CtxError, errnoName, toCtxError } from "../abi/errno.ts";
-import { canWriteNew, writeNew } from "../sys/newfile.ts";
+import { canWriteNew, syncDirectory, writeNew } from "../sys/newfile.ts";
 
 /** Options for {@link replaceFile}. */
 export interface ReplaceOptions {
@@ -25,8 +25,16 @@ function baseOf(path: string): string {
   return path.slice(path.lastIndexOf("/") + 1);
 }
 
-/** fsyncs a directory so a rename or create inside it is durable. */
+/**
+ * fsyncs a directory so a rename or create inside it is durable. With FFI the open is
+ * O_DIRECTORY|O_NONBLOCK: a FIFO swapped in for a user's directory cannot block the daemon.
+ */
 export function syncDir(dir: string): void {
+  if (canWriteNew()) {
+    const err = syncDirectory(dir);
+    if (err !== 0) throw new CtxError(errnoName(err), "cannot fsync the directory", { path: dir });
+    return;
+  }
   const f = Deno.openSync(dir, { read: true });
   try {
     f.syncSync();

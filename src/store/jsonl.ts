@@ -1,6 +1,8 @@
 /** The one JSONL appender and reader for every history file: fsync per record, strict tails. */
-import { CtxError, toCtxError } from "../abi/errno.ts";
+import { CtxError, errnoName, toCtxError } from "../abi/errno.ts";
+import * as libc from "../sys/libc.ts";
 import { syncDir } from "./atomic.ts";
+import { openRegular, readRegular, sizeOf } from "./regular.ts";
 
 const enc = new TextEncoder();
 const dec = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
@@ -12,7 +14,9 @@ export interface AppendOptions {
 }
 
 /**
- * Appends one record as one line with a single write(2) on an O_APPEND fd, then fsyncs.
+ * Appends one record as one line with a single write(2) on an O_APPEND fd, then fsyncs. The
+ * file must be a regular file (opened by {@link openRegular}: a planted FIFO, symlink or device
+ * answers EIO, never a wait).
  * Refuses (EIO) to append after a malformed, newline-less tail: that would glue two records.
  * A short write or a failed write/fsync truncates the file back to its size before the append
  * (so no partial line stays behind to break the history) and answers EIO. The size is taken on
@@ -22,51 +26,45 @@ export interface AppendOptions {
 export function appendRecord(path: string, record: unknown, options: AppendOptions = {}): void {
   const line = enc.encode(JSON.stringify(record) + "\n");
   let created = false;
-  let f: Deno.FsFile;
+  let fd: number;
   try {
-    f = Deno.openSync(path, { read: true, append: true });
+    fd = openRegular(path, { append: true });
   } catch (e) {
-    if (!(e instanceof Deno.errors.NotFound)) throw toCtxError(e, path);
-    f = Deno.openSync(path, {
-      read: true,
-      append: true,
-      create: true,
-      mode: options.mode ?? 0o600,
-    });
+    if (!(e instanceof CtxError && e.errno === "ENOENT")) throw e;
+    fd = openRegular(path, { append: true, create: options.mode ?? 0o600 });
     created = true;
   }
   try {
-    const size = f.statSync().size;
+    const size = sizeOf(fd, path);
     if (size > 0) {
       const last = new Uint8Array(1);
-      f.seekSync(size - 1, Deno.SeekMode.Start);
-      f.readSync(last);
-      if (last[0] !== 0x0a) throw new CtxError("EIO", "history ends without a newline", { path });
+      if (libc.pread(fd, last, size - 1) !== 1 || last[0] !== 0x0a) {
+        throw new CtxError("EIO", "history ends without a newline", { path });
+      }
     }
     try {
-      const n = f.writeSync(line);
+      const n = libc.write(fd, line);
+      if (n < 0) throw new CtxError(errnoName(-n), "write failed", { path });
       if (n !== line.length) {
         throw new CtxError("EIO", `short append (${n} of ${line.length} bytes)`, { path });
       }
-      f.syncSync();
+      const r = libc.fsync(fd);
+      if (r < 0) throw new CtxError(errnoName(-r), "fsync failed", { path });
     } catch (e) {
-      rollBack(f, size, path);
+      rollBack(fd, size, path);
       const err = toCtxError(e, path);
       throw err.errno === "EIO" ? err : new CtxError("EIO", `append failed: ${err}`, { path });
     }
   } finally {
-    f.close();
+    libc.close(fd);
   }
   if (created) syncDir(path.slice(0, Math.max(1, path.lastIndexOf("/"))));
 }
 
 /** Cuts a failed append back off (best effort: the error that got us here is what we report). */
-function rollBack(f: Deno.FsFile, size: number, path: string): void {
-  try {
-    f.truncateSync(size);
-    f.syncSync();
-  } catch (e) {
-    console.error(`appendRecord: could not cut a failed append off ${path}: ${e}`);
+function rollBack(fd: number, size: number, path: string): void {
+  if (libc.ftruncate(fd, size) < 0 || libc.fsync(fd) < 0) {
+    console.error(`appendRecord: could not cut a failed append off ${path}`);
   }
 }
 
@@ -92,14 +90,8 @@ export function parseRecords(bytes: Uint8Array, path = "<jsonl>"): unknown[] {
   });
 }
 
-/** Reads every record of a JSONL file; a missing file is an empty history. */
+/** Reads every record of a JSONL file (a regular file only, else EIO); missing: an empty history. */
 export function readRecords(path: string): unknown[] {
-  let bytes: Uint8Array;
-  try {
-    bytes = Deno.readFileSync(path);
-  } catch (e) {
-    if (e instanceof Deno.errors.NotFound) return [];
-    throw toCtxError(e, path);
-  }
-  return parseRecords(bytes, path);
+  const bytes = readRegular(path);
+  return bytes ? parseRecords(bytes, path) : [];
 }

@@ -1,6 +1,7 @@
 /** The run index: request id -> run, run -> status, in node:sqlite; a view rebuilt from events.jsonl alone. */
 import { DatabaseSync } from "node:sqlite";
 import { toCtxError } from "../abi/errno.ts";
+import { checkRegular } from "./regular.ts";
 
 /** One run as the index knows it. */
 export interface RunRow {
@@ -24,11 +25,7 @@ function plain(row: unknown): RunRow | undefined {
  * shared-memory files the database file's mode, and the index names every session directory.
  */
 function private0600(path: string): void {
-  try {
-    Deno.openSync(path, { write: true, create: true, mode: 0o600 }).close();
-  } catch (e) {
-    throw toCtxError(e, path);
-  }
+  checkRegular(path, { create: 0o600 }); // never a FIFO's wait, nor a symlink's target
   for (const p of [path, `${path}-wal`, `${path}-shm`]) {
     try {
       Deno.chmodSync(p, 0o600);

@@ -4,6 +4,7 @@ import type { Scope } from "../abi/frames.ts";
 import { asUser, currentFsId } from "../sys/fsid.ts";
 import { replaceFile, syncDir, tempPath } from "./atomic.ts";
 import { appendRecord, readRecords } from "./jsonl.ts";
+import { checkRegular, readRegularText } from "./regular.ts";
 
 /** Session states written to `state`. */
 export type SessionState = "idle" | "active" | "done" | "error" | "cancelled";
@@ -316,15 +317,28 @@ export function readMessages(ref: SessionRef): unknown[] {
   return asOwner(ref, () => readRecords(`${ref.dir}/messages.jsonl`));
 }
 
-/** A small session file's text read as the owner (`state`, `updated_at`, ...); missing: undefined. */
+/**
+ * A small session file's text read as the owner (`state`, `updated_at`, ...); missing: undefined.
+ * A regular file only (see src/store/regular.ts): a FIFO or symlink there answers EIO.
+ */
 export function readSessionFile(ref: SessionRef, name: string): string | undefined {
-  return asOwner(ref, () => {
-    try {
-      return Deno.readTextFileSync(`${ref.dir}/${name}`);
-    } catch (e) {
-      if (e instanceof Deno.errors.NotFound) return undefined;
-      throw toCtxError(e, `${ref.dir}/${name}`);
-    }
+  return asOwner(ref, () => readRegularText(`${ref.dir}/${name}`));
+}
+
+/** What the runtime reads of a session (below its dir, or its base for the index). */
+const READS = ["events.jsonl", "messages.jsonl", "state", "updated_at"];
+const INDEX_READS = ["index/list", "index/current"];
+
+/**
+ * Checks, as the owner, that every file the runtime reads of a session is a regular file or
+ * absent (each opened O_NONBLOCK|O_NOFOLLOW and fstat-checked, nothing read): EIO naming the
+ * first that is not. Startup skips such a session as broken; send and resume refuse it up front.
+ */
+export function checkSession(ref: SessionRef): void {
+  asOwner(ref, () => {
+    for (const n of READS) checkRegular(`${ref.dir}/${n}`);
+    if (ref.scope === "temp") return; // temp sessions have no index
+    for (const n of INDEX_READS) checkRegular(`${ref.base}/${n}`);
   });
 }
 
@@ -397,11 +411,12 @@ export function setState(
   });
 }
 
-/** Reads `state` as the owner (missing or unreadable: idle). */
+/** Reads `state` as the owner (missing or unreadable: idle; not a regular file: EIO). */
 export function readState(ref: SessionRef): string {
   try {
     return readSessionFile(ref, "state")?.trim() ?? "idle";
-  } catch {
+  } catch (e) {
+    if (toCtxError(e).errno === "EIO") throw e;
     return "idle";
   }
 }
@@ -431,10 +446,7 @@ export function touchIndex(ref: SessionRef, cwd: string): void {
     const next = [ref.session, ...list].join("\n") + "\n";
     // Each replace costs fsyncs: rewrite only what changed (the common case is "same session again").
     const put = (path: string, text: string) => {
-      try {
-        if (Deno.readTextFileSync(path) === text) return;
-      } catch { /* absent: write it */ }
-      replaceFile(path, text, opts);
+      if (readRegularText(path) !== text) replaceFile(path, text, opts);
     };
     put(`${idx}/list`, next);
     put(`${idx}/current`, `${ref.session}\n`);
@@ -442,19 +454,16 @@ export function touchIndex(ref: SessionRef, cwd: string): void {
   });
 }
 
-/** The names in `index/list`, newest first (missing: empty). */
+/** The names in `index/list`, newest first (missing: empty; not a regular file: EIO). */
 export function listSessions(base: string): string[] {
-  try {
-    return Deno.readTextFileSync(`${base}/index/list`).split("\n").filter((s) => s !== "");
-  } catch {
-    return [];
-  }
+  const text = readRegularText(`${base}/index/list`) ?? "";
+  return text.split("\n").filter((s) => s !== "");
 }
 
-/** The `index/current` session of a session base dir, else undefined. */
+/** The `index/current` session of a session base dir, else undefined (never waits on a FIFO). */
 export function currentSession(base: string): string | undefined {
   try {
-    return Deno.readTextFileSync(`${base}/index/current`).trim() || undefined;
+    return readRegularText(`${base}/index/current`)?.trim() || undefined;
   } catch {
     return undefined;
   }

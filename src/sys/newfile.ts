@@ -1,4 +1,4 @@
-/** Writes a brand-new file through one descriptor: O_EXCL|O_NOFOLLOW create, write, fchown, fchmod, fsync. */
+/** Writes a brand-new file through one descriptor (O_EXCL|O_NOFOLLOW create, write, fchown, fchmod, fsync), and fsyncs directories. */
 
 type Lib = {
   symbols: {
@@ -14,6 +14,8 @@ type Lib = {
 
 // O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC (x86_64 and aarch64 share these values)
 const CREATE = 0o1 | 0o100 | 0o200 | 0o400000 | 0o2000000;
+// O_RDONLY | O_DIRECTORY | O_NONBLOCK | O_CLOEXEC: anything but a directory fails at once (ENOTDIR)
+const DIR = 0o200000 | 0o4000 | 0o2000000;
 
 let lib: Lib | null | undefined;
 
@@ -78,4 +80,20 @@ export function writeNew(
   } finally {
     if (s.close(fd) < 0 && err === 0) err = errno(l);
   }
+}
+
+/**
+ * fsyncs the directory `path` through an fd opened O_DIRECTORY|O_NONBLOCK (a FIFO swapped in for
+ * it answers ENOTDIR instead of blocking the thread). Returns 0 or an errno number (ENOSYS
+ * without FFI: the caller takes the path-based route).
+ */
+export function syncDirectory(path: string): number {
+  const l = libc();
+  if (!l) return 38;
+  const s = l.symbols;
+  const fd = s.open(new TextEncoder().encode(path + "\0"), DIR, 0);
+  if (fd < 0) return errno(l);
+  const err = s.fsync(fd) < 0 ? errno(l) : 0;
+  s.close(fd);
+  return err;
 }
