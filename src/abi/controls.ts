@@ -164,6 +164,32 @@ export const CONTROLS: Readonly<Record<ControlKind, Readonly<Record<string, Cont
   tool: TOOL_CONTROLS,
 };
 
+/**
+ * Controls that can hold secrets (an executable agent's key goes in `env`), by kind: readable
+ * only by the object's owner and root, in the storage tree (0600, root's), through the mount (0600,
+ * shown as the owner's) and so in every sandbox. The one list every layer asks.
+ */
+export const SECRET_CONTROLS: Readonly<Record<ControlKind, ReadonlySet<string>>> = {
+  agent: new Set(["env"]),
+  model: new Set(),
+  tool: new Set(),
+};
+
+/** Mode of a secret control file: owner read/write only. */
+export const SECRET_MODE = 0o600;
+/** Mode of every other control file. */
+export const CONTROL_MODE = 0o644;
+
+/** True when `kind`'s control `name` can hold a secret ({@link SECRET_CONTROLS}). */
+export function isSecretControl(kind: ControlKind, name: string): boolean {
+  return SECRET_CONTROLS[kind].has(name);
+}
+
+/** The mode a control file of `kind` named `name` is written with: 0600 for secrets, else 0644. */
+export function controlMode(kind: ControlKind, name: string): number {
+  return isSecretControl(kind, name) ? SECRET_MODE : CONTROL_MODE;
+}
+
 /** The spec of `kind`'s control `name`; an unknown name is EINVAL `not a control`. */
 export function controlSpec(kind: ControlKind, name: string): ControlSpec {
   const table = CONTROLS[kind];

@@ -1,4 +1,13 @@
-import { AGENT_CONTROLS, controlSpec, MODEL_CONTROLS, TOOL_CONTROLS } from "./controls.ts";
+import {
+  AGENT_CONTROLS,
+  controlMode,
+  CONTROLS,
+  controlSpec,
+  isSecretControl,
+  MODEL_CONTROLS,
+  SECRET_CONTROLS,
+  TOOL_CONTROLS,
+} from "./controls.ts";
 import { CtxError } from "./errno.ts";
 import { assertEquals, assertThrows } from "../../tests/assert.ts";
 
@@ -85,4 +94,24 @@ Deno.test("each table's parse/format pair round-trips a canonical value", () => 
   for (const [table, name, text] of samples) {
     assertEquals(table[name].format(table[name].parse(text)), text, name);
   }
+});
+
+Deno.test("SECRET_CONTROLS is the agent's env alone: 0600, every other control 0644", () => {
+  assertEquals(
+    Object.fromEntries(Object.entries(SECRET_CONTROLS).map(([k, v]) => [k, [...v]])),
+    { agent: ["env"], model: [], tool: [] },
+  );
+  const modes = Object.entries(CONTROLS).flatMap(([kind, table]) =>
+    Object.keys(table).map((n) => controlMode(kind as keyof typeof CONTROLS, n))
+  );
+  assertEquals(modes.filter((m) => m === 0o600).length, 1);
+  assertEquals(modes.filter((m) => m !== 0o600 && m !== 0o644), []);
+  assertEquals(
+    [
+      isSecretControl("agent", "env"),
+      isSecretControl("agent", "perm"),
+      isSecretControl("tool", "env"),
+    ],
+    [true, false, false],
+  );
 });

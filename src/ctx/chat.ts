@@ -40,7 +40,12 @@ async function printHistory(client: AgentClient, agent: string, session: string)
 /** The interactive loop: one connection, one run at a time, output printed whole at the end. */
 export async function chat(root: string, agent: string, o: ChatArgs): Promise<number> {
   const { loadAgent } = await import("../store/agent.ts");
-  const session = pickSession(root, loadAgent(root, agent).uid, agent, o.session);
+  const session = pickSession(
+    root,
+    loadAgent(root, agent, { secrets: false }).uid,
+    agent,
+    o.session,
+  );
   const client = await AgentClient.connect(root, agent);
   const rl = readline.createInterface({
     input: process.stdin,
@@ -157,7 +162,12 @@ export function register(agent: Command, ctx: AgentContext): void {
       guarded(`agent/${name}`, async () => {
         const root = ctx.root();
         const { loadAgent } = await import("../store/agent.ts");
-        const session = pickSession(root, loadAgent(root, name).uid, name, o.session);
+        const session = pickSession(
+          root,
+          loadAgent(root, name, { secrets: false }).uid,
+          name,
+          o.session,
+        );
         const client = await AgentClient.connect(root, name);
         const code = await printHistory(client, name, session).finally(() => client.close());
         if (code !== 0 || !Deno.stdin.isTerminal()) return code;

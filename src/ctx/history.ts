@@ -79,7 +79,7 @@ export function register(agent: Command, ctx: AgentContext): void {
       guarded(`agent/${name}`, async () => {
         const { loadAgent } = await import("../store/agent.ts");
         const root = ctx.root();
-        const a = loadAgent(root, name);
+        const a = loadAgent(root, name, { secrets: false }); // only whose sessions
         const session = pickSession(root, a.uid, a.name, o.session);
         const dir = `${root}/home/${a.uid}/agent/${a.name}/session/${session}`;
         try {

@@ -11,7 +11,7 @@ const exitOf = (e: string) => exitCode(isErrno(e) ? e : "EIO" as Errno);
 
 async function agentUid(root: string, name: string): Promise<number> {
   const { loadAgent } = await import("../store/agent.ts");
-  return loadAgent(root, name).uid;
+  return loadAgent(root, name, { secrets: false }).uid; // the identity, not env
 }
 
 /** Options of `ctx agent send`. */

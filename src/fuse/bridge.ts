@@ -1,5 +1,5 @@
 /** The one bridge from the mount to the storage tree's control rules (src/store/control.ts). */
-import { controlSpec } from "../abi/controls.ts";
+import { controlSpec, isSecretControl } from "../abi/controls.ts";
 import { CtxError, ERRNO, toCtxError } from "../abi/errno.ts";
 import { parseOwner } from "../abi/identity.ts";
 import { isName } from "../abi/names.ts";
@@ -220,4 +220,10 @@ export function controlKind(abiPath: string): "control" | "readonly" | "unknown"
   } catch {
     return "unknown";
   }
+}
+
+/** True when `abiPath` is a secret control (`agent/<n>.d/env`): only its owner and root may read it. */
+export function secretControl(abiPath: string): boolean {
+  const ref = classify(abiPath);
+  return ref !== null && isSecretControl(ref.kind, ref.control);
 }

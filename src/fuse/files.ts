@@ -85,11 +85,15 @@ export class Files {
         return t.openOut(out, 0, t.fh({ t: "bytes", data }), DIRECT);
       }
       case "control": {
+        // Not left to default_permissions alone: a secret control (`env`) and a temp (a draft
+        // that may hold one) are refused here to anyone but their owner and root.
         const temp = t.temps.get(path);
         if (temp) {
+          if (req.uid !== 0 && req.uid !== temp.uid) return -E.EACCES;
           if (writing && flags & libc.O.TRUNC) temp.len = 0;
           return t.openOut(out, 0, t.fh({ t: "temp", temp }), DIRECT);
         }
+        if (!t.mayRead(path, req.uid)) return -E.EACCES;
         if (!writing && !(flags & libc.O.TRUNC)) {
           const fd = this.#openFile(path, libc.O.RDONLY);
           if (fd < 0) return fd;
@@ -174,7 +178,8 @@ export class Files {
     });
     if (typeof w === "number") return w;
     const node = t.nodes.ref(path);
-    const attr = virtualAttr(path, { mode: S.IFREG | 0o644, size: 0, uid: req.uid, time: t.start });
+    const mode = S.IFREG | t.controlMode(path);
+    const attr = virtualAttr(path, { mode, size: 0, uid: req.uid, time: t.start });
     const n = putEntry(out, { nodeid: node.id, attr, ttl: 0 });
     return t.openOut(out, n, t.fh({ t: "control", fd: -1, writer: w }), DIRECT);
   }

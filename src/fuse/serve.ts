@@ -1,6 +1,13 @@
 /** Starts the /ctx mount over one generation and serves it until unmount or stop. */
 import * as libc from "../sys/libc.ts";
-import { checkCommit, commitControl, controlKind, creating, objectOwner } from "./bridge.ts";
+import {
+  checkCommit,
+  commitControl,
+  controlKind,
+  creating,
+  objectOwner,
+  secretControl,
+} from "./bridge.ts";
 import { Conn } from "./conn.ts";
 import { CtxFs } from "./ctxfs.ts";
 import { type Mounted, mountFuse, prepareMountpoint, unmountFuse } from "./mount.ts";
@@ -79,6 +86,7 @@ export function startMount(options: MountServeOptions): MountHandle {
     commit: (abiPath, bytes, o) => commitControl(root, abiPath, bytes, o),
     check: (abiPath, bytes, o) => checkCommit(root, abiPath, bytes, o),
     controlKind,
+    secret: secretControl,
     owner: (abiPath) => objectOwner(root, abiPath),
     creating: (name) => creating(root, name),
     onAgent: options.onAgent,

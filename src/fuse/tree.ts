@@ -28,6 +28,8 @@ export interface CtxFsOptions {
   check: Commit;
   /** Whether a control name may be written: "control", "readonly" (EROFS) or "unknown" (EINVAL). */
   controlKind: (abiPath: string) => "control" | "readonly" | "unknown";
+  /** Whether a control can hold secrets (`env`): shown 0600 and opened only by its owner and root. */
+  secret: (abiPath: string) => boolean;
   /** Owner uid of the object a control directory belongs to. */
   owner: (abiPath: string) => number;
   /** Whether `agent/<name>` is still being created (its entry is absent). */
@@ -62,6 +64,8 @@ const enc = new TextEncoder();
  * removed or renamed).
  */
 const SHARED_DIR = 0o1777;
+/** Owner permission bits only: what secret controls and temps in control dirs show. */
+const PRIVATE = 0o700;
 
 /**
  * True for `home/<uid>/agent/...` and `shared/<space>/agent/...`: written behind the mount's back
@@ -205,8 +209,11 @@ export class Tree {
       case "control": {
         const temp = this.temps.get(path);
         if (temp) {
+          // A temp is one writer's draft of a control, maybe a secret one (`sed -i env`): its
+          // creator's alone, whatever mode it asked for.
+          const mode = S.IFREG | (temp.mode & PRIVATE);
           return {
-            ...virtualAttr(path, { mode: S.IFREG | temp.mode, size: temp.len, time: temp.mtime }),
+            ...virtualAttr(path, { mode, size: temp.len, time: temp.mtime }),
             ino: temp.ino,
             uid: temp.uid,
             gid: temp.gid,
@@ -219,6 +226,9 @@ export class Tree {
           a.uid = this.o.owner(path);
           a.blksize = 65536; // stdio then writes a whole control in one write(2)
           if (this.o.controlKind(path) !== "control") a.mode &= ~0o222;
+          // The owner's and root's only, even while a backing file is still 0644 (an older tree
+          // before migration 4, a file written behind the mount's back): the kernel checks this.
+          if (this.o.secret(path)) a.mode &= S.IFMT | PRIVATE;
         } else if ((a.mode & S.IFMT) !== S.IFLNK) a.mode &= ~0o222;
         return a;
       }
@@ -295,8 +305,18 @@ export class Tree {
   }
   /** The attributes of a pending new control. */
   pendingAttr(path: string, w: ControlWriter): Attr {
-    const mode = S.IFREG | 0o644;
+    const mode = S.IFREG | this.controlMode(path);
     return virtualAttr(path, { mode, size: w.len, uid: w.uid, gid: w.gid, time: this.start });
+  }
+
+  /** Permission bits of a control at `path` as the mount shows it: 0600 for a secret one, else 0644. */
+  controlMode(path: string): number {
+    return this.o.secret(path) ? 0o600 : 0o644;
+  }
+
+  /** Whether `uid` may open the control at `path`: anyone a plain one, only the owner and root a secret one. */
+  mayRead(path: string, uid: number): boolean {
+    return uid === 0 || !this.o.secret(path) || uid === this.o.owner(path);
   }
 
   /** Who may change the structure under `parent`: `{kind, path}` when allowed, else -errno by area. */

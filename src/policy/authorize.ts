@@ -115,7 +115,11 @@ export function authorize(request: Request, options: AuthorizeOptions = {}): Ver
     // every control of it must be present where required and valid (EACCES, EINVAL).
     const agent = options.agent ?? (() => {
       const real = resolveAgent(request.root, request.agent);
-      return complete(`agent "${real}"`, () => loadAgent(request.root, real));
+      return complete(
+        `agent "${real}"`,
+        // authority needs no secret: env is the owner's and root's, a tool may run as another uid
+        () => loadAgent(request.root, real, { secrets: false }),
+      );
     })();
     const ctxPath = options.ctxPath ?? agent.path;
     const hit = resolveTool(request.tool, { root: request.root, ctxPath });

@@ -9,6 +9,7 @@ import {
   type Driver,
   effectiveTokens,
   type Effort,
+  isSecretControl,
   type JsonObject,
   type Label,
   type Limit,
@@ -45,7 +46,7 @@ export interface AgentDef {
   root?: string;
   /** Start dir; default `/workspace`. */
   cwd: string;
-  /** Literal environment; default empty. */
+  /** Literal environment; default empty (and empty when loaded with `secrets: false`: not read). */
   env: Record<string, string>;
   /** Tool dirs for CTX_PATH; default `/ctx/tool`, `/ctx/home/<uid>/tool`. */
   path: string[];
@@ -225,11 +226,23 @@ export function resolveModel(root: string, ref: string): string {
   return real;
 }
 
+/** Options for {@link loadAgent}. */
+export interface LoadAgentOptions {
+  /**
+   * Read the secret controls (`env`; default true). Authority checks and callers that need only
+   * the identity pass false: `env` is readable only by root and the agent's owner, and a tool
+   * running as the agent uid (or another user asking about an agent) must not need it.
+   */
+  secrets?: boolean;
+}
+
 /** Loads agent `name` from the tree at `root`, every control parsed fresh. */
-export function loadAgent(root: string, name: string): AgentDef {
+export function loadAgent(root: string, name: string, options: LoadAgentOptions = {}): AgentDef {
   const real = resolveAgent(root, name);
   const dir = `${root}/agent/${real}.d`;
-  const get = <T>(c: string): T | undefined => readControl<T>(dir, c, AGENT_CONTROLS[c]);
+  const secrets = options.secrets ?? true;
+  const get = <T>(c: string): T | undefined =>
+    !secrets && isSecretControl("agent", c) ? undefined : readControl<T>(dir, c, AGENT_CONTROLS[c]);
   const req = <T>(c: string): T => need<T>(dir, c, AGENT_CONTROLS);
   const owner = req<number>("owner");
   const uid = get<number>("uid") ?? owner;

@@ -1,7 +1,7 @@
 /** `ctx agent new`: a whole new agent object, validated first, its entry file written last. */
 import { CtxError, toCtxError } from "../abi/errno.ts";
 import { checkName } from "../abi/names.ts";
-import { controlSpec } from "../abi/controls.ts";
+import { controlMode, controlSpec } from "../abi/controls.ts";
 import { checkWindow, parseWindow } from "../abi/window.ts";
 import { replaceFile, syncDir } from "./atomic.ts";
 import { loadModel, resolveModel } from "./agent.ts";
@@ -121,7 +121,8 @@ export function createAgent(root: string, name: string, options: NewAgentOptions
     Deno.mkdirSync(`${root}/${path}.d`, { mode: 0o755 });
     made = true;
     makeDir(`${root}/${path}.d`, { mode: 0o755 });
-    writeAll(`${root}/${path}.d`, controls);
+    // A secret control (`env`) is born 0600: readable by root and, through the mount, the owner.
+    writeAll(`${root}/${path}.d`, controls, { modeOf: (c) => controlMode("agent", c) });
     makeAgentHome(root, name, id);
     replaceFile(`${root}/${path}`, entry, { mode: 0o755 });
     syncDir(`${root}/agent`);

@@ -8,6 +8,7 @@ import {
   resolveModel,
 } from "./agent.ts";
 import { CtxError } from "../abi/errno.ts";
+import { asUser } from "../sys/fsid.ts";
 import { assertEquals, assertThrows } from "../../tests/assert.ts";
 
 function write(root: string, files: Record<string, string>): void {
@@ -151,6 +152,23 @@ Deno.test("loadAgent() re-reads controls on every call", () =>
     Deno.writeTextFileSync(`${root}/agent/mini.d/perm`, "rw-\n");
     assertEquals(loadAgent(root, "mini").perm, { r: true, w: true, x: false });
   }));
+
+Deno.test({
+  name:
+    "loadAgent() with secrets: false never reads env: a uid that may not read the 0600 env still loads the agent's identity and authority",
+  ignore: Deno.uid() !== 0, // borrowing another uid needs root
+  fn: () =>
+    withTree((root) => {
+      Deno.chmodSync(root, 0o755);
+      Deno.chmodSync(`${root}/agent/full.d/env`, 0o600); // root's, as in a real tree
+      const other = { uid: 1000, gid: 1000 };
+      const e = assertThrows(() => asUser(other, () => loadAgent(root, "full")), CtxError);
+      assertEquals([e.errno, e.path], ["EACCES", `${root}/agent/full.d/env`]);
+      const def = asUser(other, () => loadAgent(root, "full", { secrets: false }));
+      assertEquals({ ...def, env: {} }, { ...loadAgent(root, "full"), env: {} });
+      assertEquals([def.env, loadAgent(root, "full").env], [{}, { LANG: "C.UTF-8" }]);
+    }),
+});
 
 Deno.test("loadAgent() reports missing required, invalid and non-file controls with their path", () =>
   withTree((root) => {

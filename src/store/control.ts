@@ -4,8 +4,10 @@ import {
   checkName,
   checkWindow,
   type ControlKind,
+  controlMode,
   controlSpec,
   CtxError,
+  isSecretControl,
   type Limit,
   MAX_CONTROL_BYTES,
   MODEL_CONTROLS,
@@ -288,8 +290,9 @@ function tierUser(root: string, ref: ControlRef, options: ControlOptions): FsId 
 /**
  * Validates (see {@link checkControl}) and atomically replaces the control: a rejected write leaves
  * the file byte-for-byte unchanged. A system-tier control (agent/, model/, tool/) is the tree's:
- * written as the caller (root), mode 0644, whoever asked. A user-tier control keeps its mode and
- * is written as its user (see {@link tierUser}), never by root's authority.
+ * written as the caller (root), mode 0644 (0600 for a secret control such as `env`), whoever
+ * asked. A user-tier control keeps its mode (a secret one is 0600) and is written as its user
+ * (see {@link tierUser}), never by root's authority.
  */
 export function writeControl(
   root: string,
@@ -325,8 +328,10 @@ function write(
     const path = `${d}/${r.control}`;
     // No chown ever: the file is created by whoever writes (root, or the user for its own tier).
     const self = user ?? { uid: Deno.uid() ?? 0, gid: Deno.gid() ?? 0 };
-    let mode = 0o644;
-    if (user !== null) {
+    // The mode is decided here, never inherited from the temp: a secret control stays 0600
+    // across every replace (the atomic replace would otherwise make it 0644 again).
+    let mode = controlMode(r.kind, r.control);
+    if (user !== null && !isSecretControl(r.kind, r.control)) {
       try {
         mode = (Deno.lstatSync(path).mode ?? mode) & 0o777;
       } catch { /* a new control: 0644 */ }

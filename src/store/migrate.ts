@@ -1,7 +1,8 @@
-/** The ordered migration registry: each entry turns tree_version N-1 into N (1 initial tree, 2 tsh config, 3 root-owned definitions). */
+/** The ordered migration registry: each entry turns tree_version N-1 into N (1 initial tree, 2 tsh config, 3 root-owned definitions, 4 secret control modes). */
 import { CtxError } from "../abi/errno.ts";
 import { addTshConfig, buildInitialTree, type TreeContext } from "./tree.ts";
 import { rootOwnDefinitions } from "./root_owned.ts";
+import { privateSecretControls } from "./secret_modes.ts";
 
 /** One migration: `apply` edits a private clone of the previous generation in place. */
 export interface Migration {
@@ -18,6 +19,7 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 1, id: "initial-tree", apply: buildInitialTree },
   { version: 2, id: "tsh-config", apply: addTshConfig },
   { version: 3, id: "root-owned-definitions", apply: rootOwnDefinitions },
+  { version: 4, id: "secret-control-modes", apply: privateSecretControls },
 ];
 
 /** Checks a registry's shape: versions 1..N in order, unique ids of the name grammar. */

@@ -128,14 +128,18 @@ export function agentControls(
   };
 }
 
-/** Writes `files` (`{name: bytes}`) into `dir` with atomic replaces, then fsyncs `dir`. */
+/**
+ * Writes `files` (`{name: bytes}`) into `dir` with atomic replaces, then fsyncs `dir`. Each file
+ * gets `modeOf(name)` when given, else `mode` (default 0644).
+ */
 export function writeAll(
   dir: string,
   files: Record<string, string>,
-  options: { mode?: number; uid?: number; gid?: number } = {},
+  options: { mode?: number; modeOf?: (name: string) => number; uid?: number; gid?: number } = {},
 ): void {
   for (const [name, data] of Object.entries(files)) {
-    replaceFile(`${dir}/${name}`, data, { mode: options.mode ?? 0o644, ...owner(options) });
+    const mode = options.modeOf?.(name) ?? options.mode ?? 0o644;
+    replaceFile(`${dir}/${name}`, data, { mode, ...owner(options) });
   }
   syncDir(dir);
 }

@@ -132,7 +132,7 @@ export async function runTsh(args: string[], options: RunOptions): Promise<ToolR
     const root = Deno.realPathSync(options.root);
     options = { ...options, root };
     // Every control parsed fresh by the one loader (src/store/agent.ts), aliases resolved.
-    const agent = loadAgent(root, options.agent);
+    const agent = loadAgent(root, options.agent, { secrets: false }); // tools never get env
     let prepared: Prepared | undefined;
     if (args.length && !TSH_BUILTINS.includes(args[0])) {
       // authorize() includes the executable's nofollow open and inode identity check.

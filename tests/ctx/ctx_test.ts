@@ -19,7 +19,7 @@ Deno.test("ctx status (also the default command) prints the tree's status lines"
   await withTree(async (root) => {
     const want = {
       code: 0,
-      stdout: `root=${root}\nstate=offline\ntree_version=3\nagents=1\ntools=6\n`,
+      stdout: `root=${root}\nstate=offline\ntree_version=4\nagents=1\ntools=6\n`,
       stderr: "",
     };
     assertEquals(await ctx(["status"], at(root)), want);

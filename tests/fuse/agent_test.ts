@@ -56,7 +56,12 @@ Deno.test("ctx agent new through the mount (root and uid 65534) makes what it ma
       .map(([k, v]) => [k, v.split(" ").slice(0, 3).join(" ")]);
     assertEquals(
       defs,
-      defs.map(([k]) => [k, `${k.startsWith("agent/mine.d/") ? 644 : 755} 0 0`]),
+      defs.map((
+        [k],
+      ) => [
+        k,
+        `${k === "agent/mine.d/env" ? 600 : k.startsWith("agent/mine.d/") ? 644 : 755} 0 0`,
+      ]),
     );
     const owners = await sh(
       `stat -c '%u' ${tree.mount}/agent/mine ${tree.mount}/agent/mine.d/perm`,

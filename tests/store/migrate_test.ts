@@ -1,4 +1,4 @@
-/** Migration 2 `tsh-config`: a real `ctx storage update` brings a tree_version 1 tree to 2. */
+/** Migrations 2 `tsh-config` and 4 `secret-control-modes`: a real `ctx storage update` brings a tree_version 1 tree to the latest. */
 import { assertEquals } from "../assert.ts";
 import { ctx } from "../ctx/run.ts";
 import { type Entry, names, snapshot } from "./snapshot.ts";
@@ -17,27 +17,29 @@ async function v1Storage(): Promise<string> {
   return s;
 }
 
-/** A snapshot without what an upgrade is expected to touch (bootstrap, tool/tsh.d, dir mtimes). */
+/** A snapshot without what an upgrade is expected to touch (bootstrap, tool/tsh.d, env modes, dir mtimes). */
 function untouched(dir: string): Record<string, Entry> {
   const out: Record<string, Entry> = {};
   for (const [k, v] of Object.entries(snapshot(Deno.realPathSync(dir)))) {
     if (k === "bin/cortexfs.bootstrap.json" || k.startsWith("tool/tsh.d")) continue;
+    if (k === "agent/coder.d/env") continue; // migration 4 makes it 0600
     out[k] = v.type === "dir" ? { ...v, mtime: 0 } : v;
   }
   return out;
 }
 
-Deno.test("the registry is 1 initial-tree, 2 tsh-config, 3 root-owned-definitions", () => {
+Deno.test("the registry is 1 initial-tree, 2 tsh-config, 3 root-owned-definitions, 4 secret-control-modes", () => {
   checkRegistry(MIGRATIONS);
   assertEquals(MIGRATIONS.map((m) => [m.version, m.id]), [
     [1, "initial-tree"],
     [2, "tsh-config"],
     [3, "root-owned-definitions"],
+    [4, "secret-control-modes"],
   ]);
-  assertEquals(latestVersion(MIGRATIONS), 3);
+  assertEquals(latestVersion(MIGRATIONS), 4);
 });
 
-Deno.test("storage update brings a tree_version 1 tree to 3: tool/tsh.d/config added, nothing else changed (v3 has nothing to take over in a tree root built)", async () => {
+Deno.test("storage update brings a tree_version 1 tree to 4: tool/tsh.d/config added, env made 0600, nothing else changed (v3 has nothing to take over in a tree root built)", async () => {
   const s = await v1Storage();
   try {
     assertEquals(names(`${s}/current/tool`).includes("tsh.d"), false);
@@ -45,16 +47,18 @@ Deno.test("storage update brings a tree_version 1 tree to 3: tool/tsh.d/config a
     const r = await ctx(["storage", "update"], { env: { CORTEXFS_STORAGE: s } });
     assertEquals(r, {
       code: 0,
-      stdout: "created generation 2 (tree_version 1 -> 3)\napply 2 tsh-config\n" +
-        "apply 3 root-owned-definitions\nswitched current -> generations/2\n",
+      stdout: "created generation 2 (tree_version 1 -> 4)\napply 2 tsh-config\n" +
+        "apply 3 root-owned-definitions\napply 4 secret-control-modes\n" +
+        "switched current -> generations/2\n",
       stderr: "",
     });
     const dir = Deno.realPathSync(`${s}/current`);
-    assertEquals(treeProblems(dir, { bootstrap: true, treeVersion: 3 }), []);
+    assertEquals(treeProblems(dir, { bootstrap: true, treeVersion: 4 }), []);
     assertEquals(readBootstrap(dir).applied_migrations, [
       { version: 1, id: "initial-tree" },
       { version: 2, id: "tsh-config" },
       { version: 3, id: "root-owned-definitions" },
+      { version: 4, id: "secret-control-modes" },
     ]);
     const snap = snapshot(dir);
     assertEquals(
@@ -82,10 +86,23 @@ Deno.test("storage update brings a tree_version 1 tree to 3: tool/tsh.d/config a
       window_percent: 1,
     });
     assertEquals(untouched(dir), before);
+    // The default agent's env: 0644 in the v1 tree, 0600 now, bytes and owner unchanged.
+    assertEquals(
+      [snapshot(`${s}/generations/1`)["agent/coder.d/env"], snap["agent/coder.d/env"]]
+        .map((e) => ({ ...e, mtime: 0 })),
+      [0o644, 0o600].map((mode): Entry => ({
+        type: "file",
+        mode,
+        uid: Deno.uid() ?? -1,
+        gid: Deno.gid() ?? -1,
+        mtime: 0,
+        data: "",
+      })),
+    );
     assertEquals(Object.keys(before).length > 50, true); // a real tree was compared, not a link
     // Running it again has nothing to do.
     const again = await ctx(["storage", "update"], { env: { CORTEXFS_STORAGE: s } });
-    assertEquals(again.stdout, "up to date: tree_version 3 (current -> generations/2)\n");
+    assertEquals(again.stdout, "up to date: tree_version 4 (current -> generations/2)\n");
   } finally {
     await Deno.remove(s, { recursive: true });
   }
@@ -99,7 +116,7 @@ Deno.test("tsh-config keeps an operator's valid config; a malformed one fails th
     Deno.writeTextFileSync(`${s}/current/tool/tsh.d/config`, "cache_capacity=5\n");
     assertEquals((await ctx(["storage", "update"], { env: { CORTEXFS_STORAGE: s } })).code, 0);
     assertEquals(Deno.readTextFileSync(`${s}/current/tool/tsh.d/config`), "cache_capacity=5\n");
-    assertEquals(readBootstrap(`${s}/current`).tree_version, 3);
+    assertEquals(readBootstrap(`${s}/current`).tree_version, 4);
 
     const t = await v1Storage();
     try {

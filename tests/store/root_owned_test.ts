@@ -48,7 +48,7 @@ function rootOwned(snap: Record<string, Entry>): string[] {
 
 Deno.test({
   name:
-    "storage update 2 -> 3 makes every definition root's with safe modes; bytes, homes and owner controls stay",
+    "storage update 2 -> 4 (migration 3) makes every definition root's with safe modes; bytes, homes and owner controls stay",
   ignore: !root,
   async fn() {
     const s = await v2Storage();
@@ -58,16 +58,16 @@ Deno.test({
       const r = await ctx(["storage", "update"], { env: { CORTEXFS_STORAGE: s } });
       assertEquals(r, {
         code: 0,
-        stdout: "created generation 2 (tree_version 2 -> 3)\napply 3 root-owned-definitions\n" +
-          "switched current -> generations/2\n",
+        stdout: "created generation 2 (tree_version 2 -> 4)\napply 3 root-owned-definitions\n" +
+          "apply 4 secret-control-modes\nswitched current -> generations/2\n",
         stderr: "",
       });
       const dir = Deno.realPathSync(`${s}/current`);
-      assertEquals(treeProblems(dir, { bootstrap: true, treeVersion: 3 }), []);
-      assertEquals(readBootstrap(dir).applied_migrations.at(-1), {
-        version: 3,
-        id: "root-owned-definitions",
-      });
+      assertEquals(treeProblems(dir, { bootstrap: true, treeVersion: 4 }), []);
+      assertEquals(readBootstrap(dir).applied_migrations.slice(-2), [
+        { version: 3, id: "root-owned-definitions" },
+        { version: 4, id: "secret-control-modes" },
+      ]);
       const now = snapshot(dir);
       assertEquals(rootOwned(now), []);
       assertEquals(
@@ -91,7 +91,7 @@ Deno.test({
       assertEquals(home(now).some(([k, , , uid]) => k === "home/1000" && uid === U), true);
       // Nothing left to do.
       const again = await ctx(["storage", "update"], { env: { CORTEXFS_STORAGE: s } });
-      assertEquals(again.stdout, "up to date: tree_version 3 (current -> generations/2)\n");
+      assertEquals(again.stdout, "up to date: tree_version 4 (current -> generations/2)\n");
     } finally {
       await Deno.remove(s, { recursive: true });
     }
