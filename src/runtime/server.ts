@@ -5,6 +5,7 @@ import { encodeFrame, OPS, request } from "../abi/frames.ts";
 import { ensureDir } from "../store/atomic.ts";
 import { fdOf, type PeerCred, peerCred, setCloexec } from "../sys/sock.ts";
 import { Conn } from "./conn.ts";
+import { foreignPeer } from "./foreign.ts";
 import { admitPeer, opCancel, type OpContext, opResume, opSend, opTsh } from "./ops.ts";
 
 const utf8 = new TextDecoder("utf-8", { fatal: true });
@@ -191,6 +192,12 @@ export async function listen(ctx: OpContext, name: string): Promise<Listener> {
         code: "EBUSY",
         message: `uid ${uid} already has ${MAX_CONNS_PER_UID} connections to this daemon`,
       });
+    }
+    // Decided once: a connection's peer process and its namespaces cannot change, and a foreign
+    // peer is closed here, before any request of it is read.
+    const foreign = foreignPeer(fdOf(socket), cred.pid);
+    if (foreign !== undefined) {
+      return refuse(socket, { type: "error", code: "EACCES", message: foreign });
     }
     const conn = new Conn(socket, cred, workspaceOf(cred.pid, "/"));
     conns.add(conn);
