@@ -4,8 +4,9 @@ import { CtxError, toCtxError } from "../abi/errno.ts";
 import { openDir } from "../sandbox/workspace.ts";
 import { encodeFrame, OPS, request } from "../abi/frames.ts";
 import { ensureDir } from "../store/atomic.ts";
-import { fdOf, peerCred, setCloexec } from "../sys/sock.ts";
+import { fdOf, type PeerCred, peerCred, setCloexec } from "../sys/sock.ts";
 import { Conn } from "./conn.ts";
+import { foreignPeer } from "./foreign.ts";
 import { admitPeer, opCancel, type OpContext, opResume, opSend, opTsh } from "./ops.ts";
 
 const utf8 = new TextDecoder("utf-8", { fatal: true });
@@ -33,6 +34,16 @@ function workspaceOf(pid: number): { fd: number } {
       `cannot open the working directory of peer pid ${pid}: ${toCtxError(e).message}`,
     );
   }
+}
+
+/**
+ * Turns a connection away at accept: one error frame, then the fd is closed as soon as the kernel
+ * holds the frame (a few hundred bytes: it fits an empty socket buffer). Nothing waits on the
+ * peer (no half-close it could keep open, no timer), nothing is counted or kept.
+ */
+function refuse(socket: net.Socket, frame: unknown): void {
+  socket.on("error", () => {/* the peer left first: destroy follows */});
+  socket.write(encodeFrame(frame), () => socket.destroy());
 }
 
 /** Points `agent/<name>.sock` in the tree at the live socket (symlink to a temp name + rename). */
@@ -169,38 +180,47 @@ export async function listen(ctx: OpContext, name: string): Promise<Listener> {
   const conns = new Set<Conn>();
   // Half-open: a client may close its write side and still read the rest of its run.
   const server = net.createServer({ allowHalfOpen: true }, (socket) => {
-    let conn: Conn;
+    let cred: PeerCred;
     try {
       const fd = fdOf(socket);
       setCloexec(fd); // accepted sockets must not leak into agent processes either
-      const cred = peerCred(fd);
-      conn = new Conn(socket, cred, workspaceOf(cred.pid));
+      cred = peerCred(fd);
     } catch (e) {
-      socket.end(JSON.stringify(errorFrame(e)) + "\n");
-      return;
+      return refuse(socket, errorFrame(e));
     }
-    conns.add(conn);
-    conn.onClose(() => conns.delete(conn));
-    const uid = conn.peer.uid;
+    // The cap comes before any other per-connection work: a flood costs one getsockopt each.
+    const uid = cred.uid;
     const live = ctx.peers.get(uid) ?? 0;
     if (live >= MAX_CONNS_PER_UID) {
-      const refusal = {
+      return refuse(socket, {
         type: "error",
         code: "EBUSY",
         message: `uid ${uid} already has ${MAX_CONNS_PER_UID} connections to this daemon`,
-      };
-      // A refused peer holds no fd here for long: closed outright if it does not close its side.
-      socket.end(encodeFrame(refusal));
-      const t = setTimeout(() => socket.destroy(), 1000);
-      socket.once("close", () => clearTimeout(t));
-      return;
+      });
     }
+    // Decided once: a connection's peer process and its namespaces cannot change, and a foreign
+    // peer is closed here, before any request of it is read.
+    const foreign = foreignPeer(fdOf(socket), cred.pid);
+    if (foreign !== undefined) {
+      return refuse(socket, { type: "error", code: "EACCES", message: foreign });
+    }
+    let workspace: { fd: number };
+    try {
+      workspace = workspaceOf(cred.pid);
+    } catch (e) {
+      return refuse(socket, errorFrame(e));
+    }
+    const conn = new Conn(socket, cred, workspace);
+    conns.add(conn);
+    conn.onClose(() => conns.delete(conn));
     ctx.peers.set(uid, live + 1);
     conn.onClose(() => {
       const n = (ctx.peers.get(uid) ?? 1) - 1;
       if (n > 0) ctx.peers.set(uid, n);
       else ctx.peers.delete(uid);
     });
+    // A peer of the wrong uid is half-closed, not destroyed: a client writing its request after
+    // our answer gets no EPIPE and reads the EACCES frame; its fd counts on its own uid's cap.
     try {
       admitPeer(ctx, name, conn);
     } catch (e) {

@@ -1,8 +1,11 @@
-/** Socket syscalls Deno does not expose: SO_PEERCRED and FD_CLOEXEC, through our own dlopen of libc. */
+/** Socket calls Deno lacks: SO_PEERCRED, SO_PEERPIDFD, pidfd liveness, FD_CLOEXEC (own libc dlopen). */
 import { CtxError, errnoName } from "../abi/errno.ts";
 
 const SOL_SOCKET = 1;
 const SO_PEERCRED = 17;
+const SO_PEERPIDFD = 77;
+// pidfd_send_signal(2) has no glibc 2.36 wrapper; 424 on every architecture (the unified table).
+const SYS_PIDFD_SEND_SIGNAL = 424n;
 const F_GETFD = 1;
 const F_SETFD = 2;
 const FD_CLOEXEC = 1;
@@ -11,6 +14,8 @@ type Libc = {
   symbols: {
     getsockopt(fd: number, level: number, name: number, val: Uint8Array, len: Uint8Array): number;
     fcntl(fd: number, cmd: number, arg: number): number;
+    close(fd: number): number;
+    syscall4(nr: bigint, a: bigint, b: bigint, c: bigint, d: bigint): number;
     __errno_location(): Deno.PointerValue;
   };
 };
@@ -21,6 +26,14 @@ function libc(): Libc {
   lib ??= Deno.dlopen("libc.so.6", {
     getsockopt: { parameters: ["i32", "i32", "i32", "buffer", "buffer"], result: "i32" },
     fcntl: { parameters: ["i32", "i32", "i32"], result: "i32" },
+    close: { parameters: ["i32"], result: "i32" },
+    // Variadic in C; glibc's syscall() only moves registers, so a fixed signature is sound. Every
+    // argument is a full 64-bit register (a NULL pointer included); the result is 0 or -1.
+    syscall4: {
+      name: "syscall",
+      parameters: ["i64", "i64", "i64", "i64", "i64"],
+      result: "i32",
+    },
     __errno_location: { parameters: [], result: "pointer" },
   }) as unknown as Libc;
   return lib;
@@ -50,6 +63,33 @@ export function peerCred(fd: number): PeerCred {
   }
   const v = new DataView(buf.buffer);
   return { pid: v.getInt32(0, true), uid: v.getUint32(4, true), gid: v.getUint32(8, true) };
+}
+
+/**
+ * Reads SO_PEERPIDFD of a connected Unix socket fd: a pidfd (close-on-exec) for the process that
+ * connected, pinned at connect time so a reused pid can never stand in for it; or -errno (ESRCH
+ * when that process is already reaped). The caller closes it with {@link closeFd}.
+ */
+export function peerPidfd(fd: number): number {
+  const buf = new Uint8Array(4);
+  const len = new Uint8Array(4);
+  new DataView(len.buffer).setUint32(0, 4, true);
+  if (libc().symbols.getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, buf, len) !== 0) return -lastErrno();
+  return new DataView(buf.buffer).getInt32(0, true);
+}
+
+/**
+ * pidfd_send_signal(pidfd, 0, NULL, 0): 0 while the pidfd's process exists (a zombie too: its pid
+ * is not reusable until it is reaped), else -errno (ESRCH once it is gone). Sends nothing.
+ */
+export function pidfdAlive(pidfd: number): number {
+  const r = libc().symbols.syscall4(SYS_PIDFD_SEND_SIGNAL, BigInt(pidfd), 0n, 0n, 0n);
+  return r === 0 ? 0 : -lastErrno();
+}
+
+/** close(2): 0 or -errno. */
+export function closeFd(fd: number): number {
+  return libc().symbols.close(fd) === 0 ? 0 : -lastErrno();
 }
 
 /** Sets FD_CLOEXEC so the fd (e.g. a listener) never leaks into spawned processes. */
