@@ -60,6 +60,8 @@ export function startMount(options: MountServeOptions): MountHandle {
     log(`cortexfsd: cleared a dead mount left at ${options.mount} by a killed daemon`);
   }
   // Files are created with the mode the kernel sends (already masked by the caller's umask).
+  // umask is per process, not per thread: this also clears it for the runtime's thread and for
+  // whatever it spawns (which must set its own umask explicitly).
   libc.umask(0);
   const started = Date.now();
   const root = options.root;

@@ -1,5 +1,5 @@
 /** Issue 8 hole 3: client paths inside /ctx never deadlock the daemon that serves /ctx. */
-import { assert, assertEquals } from "../assert.ts";
+import { assertEquals } from "../assert.ts";
 import { type Daemon, DENO, makeTree, startDaemon } from "../fuse/fixture.ts";
 import { mountedType } from "../../src/fuse/mount.ts";
 
@@ -33,7 +33,11 @@ async function bounded<T>(p: Promise<T>, what: string, ms = BOUND_MS): Promise<T
 }
 
 /** Runs `cmd args` in `cwd` to completion, SIGKILLed (and a Hung failure) after the bound. */
-async function run(cmd: string, args: string[], options: { cwd?: string; env?: Record<string, string> } = {}): Promise<Ran> {
+async function run(
+  cmd: string,
+  args: string[],
+  options: { cwd?: string; env?: Record<string, string> } = {},
+): Promise<Ran> {
   const child = new Deno.Command(cmd, {
     args,
     cwd: options.cwd,
@@ -158,7 +162,10 @@ Deno.test("ctx agent send from a cwd under <mount>/agent ends (no hang) and the 
   await withDaemon(async (tree) => {
     const agentDir = `${tree.mount}/agent`;
     // The plain model-backed agent, from a cwd inside the mount.
-    const hi = await withStats(tree.mount, ctx(tree.mount, agentDir, ["agent", "send", "coder", "hi"]));
+    const hi = await withStats(
+      tree.mount,
+      ctx(tree.mount, agentDir, ["agent", "send", "coder", "hi"]),
+    );
     assertEquals({ code: hi.code, out: hi.stdout }, { code: 0, out: "hi\n" });
 
     // An agent made through the mount (its socket comes from the rename's onAgent hook) whose
@@ -171,11 +178,7 @@ Deno.test("ctx agent send from a cwd under <mount>/agent ends (no hang) and the 
       tree.mount,
       ctx(tree.mount, agentDir, ["agent", "send", "lister", "list"]),
     );
-    // A result or a clear error: either way the run ended and said so.
-    assert(
-      sent.stdout === "observed ok\n" || /^ctx: E[A-Z]+: /m.test(sent.stderr),
-      `send ended without a result or an error: ${JSON.stringify(sent)}`,
-    );
+    // The run ended, and the tool call it made (fs.list of a workspace in /ctx) worked.
     assertEquals({ code: sent.code, out: sent.stdout }, { code: 0, out: "observed ok\n" });
   });
 });
