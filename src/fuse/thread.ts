@@ -55,16 +55,23 @@ export function startMountThread(options: MountThreadOptions): Promise<MountThre
   const hooks = { onAgent, onAgentGone };
   // Deno workers inherit this thread's permissions (cortexfsd: -A; the worker needs ffi and fs).
   const worker = new Worker(new URL("./worker.ts", import.meta.url).href, { type: "module" });
-  const post = (m: ToWorker) => worker.postMessage(m);
+  let over = false; // a hook may finish after the worker is gone: nothing left to tell it
+  const post = (m: ToWorker) => {
+    if (!over) worker.postMessage(m);
+  };
+  const end = () => {
+    over = true;
+    worker.terminate();
+  };
   let ended: ((why: MountEnd) => void) | null = null;
   let died: ((e: Error) => void) | null = null;
   const done = new Promise<MountEnd>((resolve, reject) => {
     ended = (why) => {
-      worker.terminate();
+      end();
       resolve(why);
     };
     died = (e) => {
-      worker.terminate();
+      end();
       reject(e);
     };
   });
@@ -74,7 +81,7 @@ export function startMountThread(options: MountThreadOptions): Promise<MountThre
     const fail = (e: Error) => {
       if (started) died?.(e);
       else {
-        worker.terminate();
+        end();
         reject(e);
       }
     };
@@ -102,7 +109,7 @@ export function startMountThread(options: MountThreadOptions): Promise<MountThre
           });
           return;
         case "failed":
-          worker.terminate();
+          end();
           reject(new CtxError(m.errno, m.message, m.path ? { path: m.path } : {}));
           return;
         case "hook":
