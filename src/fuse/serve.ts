@@ -60,8 +60,9 @@ export function startMount(options: MountServeOptions): MountHandle {
     log(`cortexfsd: cleared a dead mount left at ${options.mount} by a killed daemon`);
   }
   // Files are created with the mode the kernel sends (already masked by the caller's umask).
-  // umask is per process, not per thread: this also clears it for the runtime's thread and for
-  // whatever it spawns (which must set its own umask explicitly).
+  // The umask is shared by every thread of the process unless a thread unshared CLONE_FS (the
+  // mount's worker does, worker.ts): called in-thread, this clears it for the whole process and
+  // whatever it spawns.
   libc.umask(0);
   const started = Date.now();
   const root = options.root;

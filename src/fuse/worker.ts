@@ -1,5 +1,6 @@
 /** The mount's Worker: serves /ctx (startMount) and does nothing else; hooks go to the parent. */
-import { toCtxError } from "../abi/errno.ts";
+import { CtxError, toCtxError } from "../abi/errno.ts";
+import * as libc from "../sys/libc.ts";
 import { type MountHandle, startMount } from "./serve.ts";
 import type { FromWorker, ToWorker, WorkerOptions } from "./thread.ts";
 
@@ -42,6 +43,10 @@ function start(options: WorkerOptions): void {
   const { hookWaitMs, ...serve } = options;
   const ms = hookWaitMs ?? 5000;
   try {
+    // startMount sets umask 0; with an fs_struct of its own that holds for this thread only, so
+    // the runtime's thread (and what it spawns) keeps the umask the process was started with.
+    const r = libc.unshareFs();
+    if (r < 0) throw new CtxError("EIO", `unshare(CLONE_FS) failed: errno ${-r}`);
     handle = startMount({
       ...serve,
       onAgent: remote("onAgent", ms),

@@ -2,7 +2,7 @@
 import { assert, assertEquals } from "../assert.ts";
 import { CtxError } from "../../src/abi/errno.ts";
 import { mountedType, type MountThread, startMountThread } from "../../src/fuse/mod.ts";
-import { DENO, makeTree } from "./fixture.ts";
+import { DENO, makeTree, sh } from "./fixture.ts";
 
 const CTX = new URL("../../cli/ctx.ts", import.meta.url).pathname;
 const CONFIG = new URL("../../deno.json", import.meta.url).pathname;
@@ -33,10 +33,24 @@ async function withTree(body: (tree: Tree) => Promise<void>): Promise<void> {
   }
 }
 
-Deno.test("startMountThread serves from a worker: stat answers, stop() unmounts and ends done", async () => {
+/** This thread's umask, from /proc (reading it with umask(2) would change it for a moment). */
+function umask(): string {
+  return Deno.readTextFileSync("/proc/thread-self/status").match(/^Umask:\s*(\d+)/m)?.[1] ?? "";
+}
+
+Deno.test("startMountThread serves from a worker: stat answers, this thread keeps its umask, stop() unmounts and ends done", async () => {
   await withTree(async (tree) => {
+    const before = umask();
     const h = await startMountThread(options(tree));
     const st = await Deno.stat(`${tree.mount}/status`);
+    // The worker's umask 0 is its own (unshared fs_struct): not this thread's, nor its children's.
+    assertEquals({ umask: umask(), child: (await sh("umask")).stdout }, {
+      umask: before,
+      child: `${before}\n`,
+    });
+    const made = await sh(`mkdir ${tree.mount}/home/0/d && stat -c %a ${tree.mount}/home/0/d`);
+    // Made through the mount with the caller's umask applied once (by the kernel), not twice.
+    assertEquals(made.stdout, `${(0o777 & ~parseInt(before, 8)).toString(8)}\n`);
     await h.stop();
     // Our own unmount: the loop sees either its stop flag or the device's ENODEV first.
     const why = await h.done;
