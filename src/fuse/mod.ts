@@ -1,4 +1,4 @@
-/** The FUSE layer's public face: mount and serve /ctx (in its own worker, or in-thread), plus the protocol pieces for tests. */
+/** The FUSE layer's public face: serve /ctx (own worker or in-thread), protocol pieces for tests. */
 export { type MountHandle, type MountServeOptions, startMount } from "./serve.ts";
 export {
   type MountEnd,
