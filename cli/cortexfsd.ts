@@ -7,7 +7,7 @@ import { currentGeneration, currentName, update } from "../src/store/generation.
 import { latestVersion, MIGRATIONS } from "../src/store/migrate.ts";
 import { resolvePaths } from "../src/store/paths.ts";
 import { holdServing } from "../src/store/serving.ts";
-import { launchers, startMount } from "../src/fuse/mod.ts";
+import { launchers, startMountThread } from "../src/fuse/mod.ts";
 import permissions from "../packaging/permissions.json" with { type: "json" };
 
 const checkout = new URL("..", import.meta.url).pathname.replace(/\/$/, "");
@@ -61,12 +61,15 @@ async function main(flags: Flags): Promise<number> {
   const serving = holdServing(storage, generation);
   // Agents created or removed through the mount get (or lose) their socket at once: the mount
   // calls back here, no watcher. Until the runtime is up, its own startup scan finds them.
+  // The mount is served by a worker thread that does nothing else: this thread (the runtime)
+  // may block in a synchronous call into /ctx (a client's workspace under /ctx/home) and the
+  // worker still answers it.
   let runtime: {
     close(): Promise<void>;
     serve(n: string): Promise<string>;
     unserve(n: string): Promise<void>;
   } | null = null;
-  const handle = startMount({
+  const handle = await startMountThread({
     onAgent: (name) => runtime?.serve(name),
     onAgentGone: (name) => runtime?.unserve(name),
     root,
@@ -82,9 +85,8 @@ async function main(flags: Flags): Promise<number> {
   });
   console.error(`cortexfsd: serving generation ${generation} at ${mount} (${handle.mounted.via})`);
 
-  // The socket runtime works on the backing generation, never through the mount: a synchronous
-  // call into our own mount would deadlock this thread (platform-notes). Started after the mount,
-  // closed before unmount.
+  // The socket runtime works on the backing generation; client paths (workspaces) may still lead
+  // into /ctx, which is fine off the serving thread. Started after the mount, closed before unmount.
   try {
     const { startRuntime } = await import("../src/runtime/mod.ts");
     runtime = await startRuntime({ root, run, mount, toolCache: Deno.env.get("CTX_TOOL_CACHE") });

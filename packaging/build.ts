@@ -9,6 +9,10 @@ import { tshBundle } from "../src/tool/bundle.ts";
 const here = new URL("..", import.meta.url).pathname.replace(/\/$/, "");
 const DENO_VERSION = "2.9.6";
 const BINARIES = ["ctx", "tsh", "ctxterm", "cortexfsd"] as const;
+/** Modules a binary loads that `deno compile` does not find by itself: Worker entries. */
+const INCLUDES: Partial<Record<(typeof BINARIES)[number], string[]>> = {
+  cortexfsd: ["src/fuse/worker.ts"], // the mount's own thread (src/fuse/thread.ts)
+};
 
 /** Build options (command line: `--out DIR`, `--mode compile|launcher`). */
 export interface BuildOptions {
@@ -98,7 +102,15 @@ export async function build(options: BuildOptions = {}): Promise<BuildResult> {
       if (env.DENORT_BIN) compileEnv.DENORT_BIN = env.DENORT_BIN;
       if (env.DENO_DIR) compileEnv.DENO_DIR = env.DENO_DIR;
       const { code, stderr } = await new Deno.Command(Deno.execPath(), {
-        args: ["compile", "--quiet", ...flags, "--output", target, entry],
+        args: [
+          "compile",
+          "--quiet",
+          ...flags,
+          ...(INCLUDES[name] ?? []).flatMap((p) => ["--include", `${here}/${p}`]),
+          "--output",
+          target,
+          entry,
+        ],
         env: compileEnv,
         cwd: here,
         stdout: "inherit",

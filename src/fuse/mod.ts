@@ -1,5 +1,11 @@
-/** The FUSE layer's public face: mount and serve /ctx, plus the protocol pieces for tests. */
+/** The FUSE layer's public face: serve /ctx (own worker or in-thread), protocol pieces for tests. */
 export { type MountHandle, type MountServeOptions, startMount } from "./serve.ts";
+export {
+  type MountEnd,
+  type MountThread,
+  type MountThreadOptions,
+  startMountThread,
+} from "./thread.ts";
 export { BINARIES, launchers } from "./launcher.ts";
 export {
   type Answer,

@@ -67,6 +67,9 @@ export function startMount(options: MountServeOptions): MountHandle {
     log(`cortexfsd: cleared a dead mount left at ${options.mount} by a killed daemon`);
   }
   // Files are created with the mode the kernel sends (already masked by the caller's umask).
+  // The umask is shared by every thread of the process unless a thread unshared CLONE_FS (the
+  // mount's worker does, worker.ts): called in-thread, this clears it for the whole process and
+  // whatever it spawns.
   libc.umask(0);
   const started = Date.now();
   const root = options.root;

@@ -29,6 +29,7 @@ const lib = Deno.dlopen("libc.so.6", {
     nonblocking: true,
   },
   umask: { parameters: ["u32"], result: "u32" },
+  unshare: { parameters: ["i32"], result: "i32" },
   socketpair: { parameters: ["i32", "i32", "i32", "buffer"], result: "i32" },
   recvmsg: { parameters: ["i32", "buffer", "i32"], result: "i32" },
   fcntl: { parameters: ["i32", "i32", "i32"], result: "i32" },
@@ -277,6 +278,13 @@ export function umount2Async(target: string, flags = 0): Promise<number> {
 /** umask(2): the previous mask. */
 export function umask(mask: number): number {
   return sym.umask(mask);
+}
+/**
+ * unshare(CLONE_FS) for the calling thread: from now on its umask, cwd and root are its own
+ * (the other threads keep the process's). 0 or -errno.
+ */
+export function unshareFs(): number {
+  return ret(sym.unshare(0x200)); // CLONE_FS
 }
 
 /** fcntl commands used here. */

@@ -45,7 +45,7 @@ export async function until(cond: () => boolean, what: string, ms = 15000): Prom
   }
 }
 
-/** Starts `cortexfsd` on `tree` and waits until the mount is live. */
+/** Starts `cortexfsd` on `tree` and waits until the mount is live and the agent sockets are up. */
 export async function startDaemon(
   tree: { storage: string; mount: string; run: string },
   options: { args?: string[]; wait?: boolean } = {},
@@ -91,8 +91,12 @@ export async function startDaemon(
   };
   if (options.wait !== false) {
     await until(
-      () => exited !== null || (mountedType(tree.mount) !== null && log.includes("serving")),
-      "the mount",
+      // The runtime starts after the mount and changes what it shows (agents' status, pid):
+      // tests see the daemon once both are up, not in between.
+      () =>
+        exited !== null ||
+        (mountedType(tree.mount) !== null && log.includes("agent sockets under")),
+      "the mount and the agent sockets",
     );
     if (exited !== null) throw new Error(`cortexfsd exited ${exited}: ${log}`);
   }
