@@ -1,0 +1,98 @@
+/** Fixtures of the attack suite: a real cortexfsd, `ctx` run as any uid from any cwd, and a bystander probe, every wait bounded. */
+import { assertEquals } from "../assert.ts";
+import { cleanup, type Daemon, DENO, makeTree, startDaemon } from "../fuse/fixture.ts";
+
+/** The checkout's `ctx` entry. */
+export const CTX = new URL("../../cli/ctx.ts", import.meta.url).pathname;
+const CONFIG = new URL("../../deno.json", import.meta.url).pathname;
+
+/** A hang is a failure after this long, never a stalled suite. */
+export const BOUND_MS = 30_000;
+
+/** What a bounded child run gave. */
+export interface Ran {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs `argv` (as `uid` via setpriv when given) to completion; SIGKILLed and an error after `ms`. */
+export async function run(
+  argv: string[],
+  options: { uid?: number; cwd?: string; env?: Record<string, string>; ms?: number } = {},
+): Promise<Ran> {
+  const full = options.uid === undefined ? argv : [
+    "setpriv",
+    `--reuid=${options.uid}`,
+    `--regid=${options.uid}`,
+    "--clear-groups",
+    "--",
+    ...argv,
+  ];
+  const child = new Deno.Command(full[0], {
+    args: full.slice(1),
+    cwd: options.cwd,
+    env: options.env,
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const out = child.output();
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const ms = options.ms ?? BOUND_MS;
+  const late = new Promise<"late">((r) => timer = setTimeout(() => r("late"), ms));
+  try {
+    const o = await Promise.race([out, late]);
+    if (o === "late") {
+      try {
+        child.kill("SIGKILL");
+      } catch { /* gone */ }
+      await out.catch(() => {});
+      throw new Error(`${argv.join(" ")} did not finish within ${ms} ms`);
+    }
+    const dec = new TextDecoder();
+    return { code: o.code, stdout: dec.decode(o.stdout), stderr: dec.decode(o.stderr) };
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** A running cortexfsd on a fresh tree, with what the attack tests need. */
+export interface Target {
+  tree: Awaited<ReturnType<typeof makeTree>>;
+  daemon: Daemon;
+  /** `ctx ARGS` against the mount, as `uid` (default root) from `cwd`. */
+  ctx(args: string[], options?: { uid?: number; cwd?: string; ms?: number }): Promise<Ran>;
+  /** Another user's `stat` of `<mount>/status`: must complete within the bound, exit 0. */
+  bystander(): Promise<void>;
+}
+
+/** Starts cortexfsd on a fresh tree and runs `fn`; always stops and unmounts after. */
+export async function withTarget(fn: (t: Target) => Promise<void>): Promise<void> {
+  const tree = await makeTree();
+  let daemon: Daemon | null = null;
+  try {
+    daemon = await startDaemon(tree);
+    const t: Target = {
+      tree,
+      daemon,
+      ctx: (args, o = {}) =>
+        run([DENO, "run", "-A", "--quiet", "--config", CONFIG, CTX, ...args], {
+          uid: o.uid,
+          cwd: o.cwd ?? tree.dir,
+          env: { CTX_ROOT: tree.mount, PATH: "/usr/bin:/bin", HOME: "/tmp" },
+          ms: o.ms,
+        }),
+      async bystander() {
+        const r = await run(["stat", "-c", "%s", `${tree.mount}/status`], {
+          uid: 65534,
+          ms: 10_000,
+        });
+        assertEquals(r.code, 0, `bystander stat failed: ${r.stderr}`);
+      },
+    };
+    await fn(t);
+  } finally {
+    await cleanup(daemon, tree);
+  }
+}
