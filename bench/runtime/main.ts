@@ -10,6 +10,8 @@ import { sessionRef } from "../../src/store/session.ts";
 import { addTestAgent, cleanup, makeTree, Raw } from "../../tests/runtime/helpers.ts";
 
 const N = Number(Deno.env.get("BENCH_N") ?? 30);
+/** Deltas of the flood case. */
+const FLOOD = Number(Deno.env.get("BENCH_FLOOD") ?? 3000);
 
 function mid(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
@@ -71,13 +73,14 @@ try {
     uid: 0,
     gid: 0,
   });
+  let input = "echo bench";
   const envelope = () =>
     new TextEncoder().encode(
       JSON.stringify({
         schema: "cortexfs.agent-invocation/v1",
         run: "ctx-00000000000000000000000000000000",
         step: 0,
-        input: "echo bench",
+        input,
         history_messages: JSON.stringify(historyOf(ref, "none", 60 * 1024)),
         tool_context: "",
         observation: null,
@@ -107,6 +110,15 @@ try {
     () => bytes = envelope(),
   );
   const tTsh = await median(() => roundTrip({ op: "tsh", session: "bench", args: ["tools"] }), 10);
+  // A delta flood: the agent prints one delta per word; each must be durable before a client
+  // sees it (group commit shares the fsyncs).
+  const words = Array.from({ length: FLOOD }, (_, i) => `w${i}`).join(" ");
+  input = `echo ${words}`;
+  const [tFloodDirect, tFlood] = await paired(
+    direct,
+    () => roundTrip({ op: "send", session: "flood", input }),
+    () => bytes = envelope(),
+  );
   const row = (name: string, ms: number, ref: number, refName: string) =>
     console.log(
       `${name.padEnd(34)} ${ms.toFixed(2).padStart(8)} ms  ${
@@ -118,6 +130,8 @@ try {
   row("direct agent spawn + envelope", tDirect, tBare, "bare spawn");
   row("send -> exec echo agent (1 step)", tSend, tDirect, "direct agent spawn");
   row("tsh op `tools` (sandboxed)", tTsh, tBare, "bare spawn");
+  row(`direct agent, ${FLOOD} deltas`, tFloodDirect, tBare, "bare spawn");
+  row(`send, ${FLOOD} deltas`, tFlood, tFloodDirect, `direct agent, ${FLOOD} deltas`);
   console.log(
     `per-step host overhead: ${(tSend - tDirect).toFixed(2)} ms (${
       (tSend / tDirect).toFixed(2)

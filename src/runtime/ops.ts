@@ -122,11 +122,12 @@ async function replay(ctx: OpContext, conn: Conn, ref: SessionRef, run: string):
     for (const f of stored) await conn.send({ ...(f as object), replay: true });
     return;
   }
-  // Snapshot and subscription in one synchronous step (emit appends, then broadcasts): every
-  // frame is either stored above or broadcast to this connection, never both, never neither.
-  // The snapshot is queued on the socket before any later broadcast, so the order holds.
-  live.subscribers.add(conn);
-  await Promise.all(stored.map((f) => conn.send({ ...(f as object), replay: true })));
+  // Snapshot and subscription in one synchronous step (emit writes, then streams once durable):
+  // every frame is either in the replayed part of the snapshot (streamed before the follower
+  // joined, so durable) or broadcast to this connection, never both, never neither; the replay
+  // is queued on the socket before any later broadcast, so the order holds.
+  const n = live.follow(conn);
+  await Promise.all(stored.slice(0, n).map((f) => conn.send({ ...(f as object), replay: true })));
   await live.wait();
 }
 

@@ -9,7 +9,7 @@ import {
   splitText,
 } from "../abi/frames.ts";
 import type { RunIndex } from "../store/runs.ts";
-import { appendEvent, appendMessage, type SessionRef, setState } from "../store/session.ts";
+import { appendEventSoon, appendMessage, type SessionRef, setState } from "../store/session.ts";
 import type { Conn } from "./conn.ts";
 
 // Frames as emitted by run code: the recorder stamps `run` itself.
@@ -22,6 +22,13 @@ export function newRunId(): string {
   const b = crypto.getRandomValues(new Uint8Array(16));
   return "ctx-" + [...b].map((x) => x.toString(16).padStart(2, "0")).join("");
 }
+
+/**
+ * Frames one run may have written but not yet streamed (each waits for its group commit). The
+ * producer waits beyond this, so a slow client still slows the agent down (backpressure), while
+ * up to this many frames share one fsync.
+ */
+const WINDOW = 64;
 
 /** A live run: append-then-stream, and nothing at all after `done`. */
 export class Run {
@@ -36,6 +43,14 @@ export class Run {
   #finished: Promise<RunStatus>;
   #active = false;
   #resolve!: (s: RunStatus) => void;
+  /** Frames written so far, and how many of them are durable and streamed (in order). */
+  #written = 0;
+  #streamed = 0;
+  /** Where each subscriber joined: the #streamed count at that moment. */
+  #joined = new Map<Conn, number>();
+  /** Each written frame's stream step, in order: durable (group commit), then broadcast. */
+  #queue: Promise<void>[] = [];
+  #tail: Promise<void> = Promise.resolve();
 
   constructor(options: { id: string; ref: SessionRef; index: RunIndex; origin: Conn }) {
     this.id = options.id;
@@ -85,9 +100,50 @@ export class Run {
     }
     const { type, ...rest } = frame;
     const stamped = { type, run: this.id, ...rest } as Frame; // run right after type: easy to grep
-    appendEvent(this.ref, stamped);
     if (stamped.type === "tool_call") this.index.call(this.id);
-    await this.#broadcast(stamped);
+    this.#record(stamped, true);
+    if (this.#queue.length > WINDOW) await this.#queue.shift();
+    if (frame.type !== "delta") await this.settled();
+  }
+
+  /**
+   * Writes a frame now and chains its stream step: durable (group commit), then broadcast to the
+   * subscribers that joined before it was written (`broadcast` false: stored only, as `cancel`).
+   * The fsync is shared with the frames written while an earlier one ran, so a delta flood costs
+   * O(flushes), not O(frames); steps complete in write order.
+   */
+  #record(frame: Frame, broadcast: boolean): void {
+    const durable = appendEventSoon(this.ref, frame);
+    const seq = ++this.#written;
+    const prev = this.#tail;
+    const step = (async () => {
+      await prev;
+      await durable;
+      if (broadcast) await this.#broadcast(frame, seq);
+      this.#streamed = seq;
+    })();
+    step.catch(() => {}); // surfaced by the awaits on it and by settled()
+    this.#tail = step;
+    this.#queue.push(step);
+  }
+
+  /** Resolves when every frame written so far is durable and streamed (EIO if a flush failed). */
+  async settled(): Promise<void> {
+    const tail = this.#tail;
+    await tail;
+    if (this.#tail === tail) this.#queue = [];
+  }
+
+  /**
+   * Adds a follower, synchronously: it is sent every frame streamed after this moment; the count
+   * returned is how many of this run's stored frames (in events.jsonl order) were streamed before
+   * it, which the follower replays itself. Each frame is thus in exactly one of the two, the
+   * replay holds only durable frames, and it is queued before any later broadcast.
+   */
+  follow(conn: Conn): number {
+    this.#joined.set(conn, this.#streamed);
+    this.subscribers.add(conn);
+    return this.#streamed;
   }
 
   /**
@@ -107,11 +163,13 @@ export class Run {
     appendMessage(this.ref, { ...record, run: this.id });
   }
 
-  async #broadcast(frame: unknown): Promise<void> {
+  async #broadcast(frame: unknown, seq: number): Promise<void> {
     for (const c of [...this.subscribers]) {
       // Followers (a replay of a live run) get the wire copy marked: they cannot answer approvals.
       if (c.closed) this.subscribers.delete(c);
-      else await c.send(c === this.origin ? frame : { ...(frame as object), replay: true });
+      else if (seq > (this.#joined.get(c) ?? 0)) {
+        await c.send(c === this.origin ? frame : { ...(frame as object), replay: true });
+      }
     }
   }
 
@@ -121,11 +179,11 @@ export class Run {
     this.status = status;
     const ts = Date.now() / 1000;
     const done = { type: "done" as const, run: this.id, status, ts };
-    appendEvent(this.ref, done);
+    this.#record(done, true);
     setState(this.ref, status === "ok" ? "done" : status, { latest: options.latest });
     this.index.finish(this.id, status, ts);
     this.#resolve(status);
-    await this.#broadcast(done);
+    await this.settled();
   }
 
   /**
@@ -149,7 +207,7 @@ export class Run {
   /** Records the cancellation durably, ends the run, then stops its processes (via the signal). */
   async cancel(): Promise<boolean> {
     if (this.finished) return false;
-    appendEvent(this.ref, { type: "cancel", run: this.id, ts: Date.now() / 1000 });
+    this.#record({ type: "cancel", run: this.id, ts: Date.now() / 1000 } as Frame, false);
     const p = this.finish("cancelled");
     this.abort.abort();
     await p;

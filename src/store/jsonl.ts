@@ -24,6 +24,24 @@ export interface AppendOptions {
  * a session's runs and appends synchronously).
  */
 export function appendRecord(path: string, record: unknown, options: AppendOptions = {}): void {
+  const fd = writeRecord(path, record, { ...options, sync: true });
+  libc.close(fd);
+}
+
+/**
+ * {@link appendRecord} without the fsync: the line is written (one write(2)) and the open fd is
+ * returned for a later fsync, which the caller owns and closes ({@link GroupCommit}). A failed
+ * write is cut back off and answers EIO, as in appendRecord.
+ */
+export function appendUnsynced(path: string, record: unknown, options: AppendOptions = {}): number {
+  return writeRecord(path, record, { ...options, sync: false });
+}
+
+function writeRecord(
+  path: string,
+  record: unknown,
+  options: AppendOptions & { sync: boolean },
+): number {
   const line = enc.encode(JSON.stringify(record) + "\n");
   let created = false;
   let fd: number;
@@ -48,17 +66,21 @@ export function appendRecord(path: string, record: unknown, options: AppendOptio
       if (n !== line.length) {
         throw new CtxError("EIO", `short append (${n} of ${line.length} bytes)`, { path });
       }
-      const r = libc.fsync(fd);
-      if (r < 0) throw new CtxError(errnoName(-r), "fsync failed", { path });
+      if (options.sync) {
+        const r = libc.fsync(fd);
+        if (r < 0) throw new CtxError(errnoName(-r), "fsync failed", { path });
+      }
     } catch (e) {
       rollBack(fd, size, path);
       const err = toCtxError(e, path);
       throw err.errno === "EIO" ? err : new CtxError("EIO", `append failed: ${err}`, { path });
     }
-  } finally {
+  } catch (e) {
     libc.close(fd);
+    throw e;
   }
   if (created) syncDir(path.slice(0, Math.max(1, path.lastIndexOf("/"))));
+  return fd;
 }
 
 /** Cuts a failed append back off (best effort: the error that got us here is what we report). */

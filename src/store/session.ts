@@ -3,7 +3,8 @@ import { CtxError, toCtxError } from "../abi/errno.ts";
 import type { Scope } from "../abi/frames.ts";
 import { asUser, currentFsId } from "../sys/fsid.ts";
 import { replaceFile, syncDir, tempPath } from "./atomic.ts";
-import { appendRecord, readRecords } from "./jsonl.ts";
+import { GroupCommit } from "./commit.ts";
+import { appendRecord, appendUnsynced, readRecords } from "./jsonl.ts";
 import { checkRegular, readRegularText } from "./regular.ts";
 
 /** Session states written to `state`. */
@@ -304,6 +305,24 @@ export function appendMessage(ref: SessionRef, record: unknown): void {
 export function appendEvent(ref: SessionRef, frame: unknown): void {
   asOwner(ref, () => {
     appendRecord(`${ref.dir}/events.jsonl`, frame, { mode: FILE_MODE[ref.scope] });
+  });
+}
+
+const commits = new Map<string, GroupCommit>();
+
+/**
+ * Appends one frame to `events.jsonl` now (one write, as the owner) and resolves once it is
+ * durable: the fsync is shared with every frame written meanwhile (group commit, off the JS
+ * thread). The write's failure throws here; the fsync's rejects the promise (EIO).
+ */
+export function appendEventSoon(ref: SessionRef, frame: unknown): Promise<void> {
+  const path = `${ref.dir}/events.jsonl`;
+  const fd = asOwner(ref, () => appendUnsynced(path, frame, { mode: FILE_MODE[ref.scope] }));
+  let c = commits.get(path);
+  if (!c) commits.set(path, c = new GroupCommit(path));
+  const commit = c;
+  return commit.sync(fd).finally(() => {
+    if (!commit.busy && commits.get(path) === commit) commits.delete(path);
   });
 }
 

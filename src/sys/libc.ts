@@ -19,6 +19,7 @@ const lib = Deno.dlopen("libc.so.6", {
   ftruncate: { parameters: ["i32", "i64"], result: "i32" },
   fchown: { parameters: ["i32", "u32", "u32"], result: "i32" },
   fsync: { parameters: ["i32"], result: "i32" },
+  fsync_async: { name: "fsync", parameters: ["i32"], result: "i32", nonblocking: true },
   fdatasync: { parameters: ["i32"], result: "i32" },
   mount: { parameters: ["buffer", "buffer", "buffer", "u64", "buffer"], result: "i32" },
   umount2: { parameters: ["buffer", "i32"], result: "i32" },
@@ -242,6 +243,14 @@ export function fchown(fd: number, uid: number, gid: number): number {
 /** fsync(2) / fdatasync(2): 0 or -errno. */
 export function fsync(fd: number, options: { data?: boolean } = {}): number {
   return ret(options.data ? sym.fdatasync(fd) : sym.fsync(fd));
+}
+
+/**
+ * fsync(2) on a worker thread (the JS thread keeps serving): 0, or -5 (EIO) on failure, since
+ * errno is thread-local and unreadable after a nonblocking call.
+ */
+export async function fsyncAsync(fd: number): Promise<number> {
+  return (await sym.fsync_async(fd)) < 0 ? -5 : 0;
 }
 
 /** mount(2) flags used here. */
