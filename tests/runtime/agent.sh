@@ -57,6 +57,17 @@ probe) # what its step reaches; arg = "PORT HOSTFILE SOCKET": yes/no per attempt
   pids=(/proc/[0-9]*)
   printf '{"type":"message","role":"assistant","content":"%s procs=%s init=%s"}\n' "$out" "${#pids[@]}" "$(cat /proc/1/comm)"
   ;;
+escape) # children that outlive the step: one leaves its group (setsid), one keeps stdout open
+  setsid sleep 300 &
+  (sleep 300) &
+  printf '{"type":"message","role":"assistant","content":"escaped"}\n'
+  ;;
+stubborn) # ignores SIGTERM (and so does its grandchild, in a session of its own), never ends
+  trap '' TERM
+  setsid sleep 300 &
+  printf '{"type":"delta","text":"stubborn"}\n'
+  wait
+  ;;
 canread) [ -r "$arg" ] && r=yes || r=no; printf '{"type":"message","role":"assistant","content":"%s"}\n' "$r" ;;
 pwd) printf '{"type":"message","role":"assistant","content":"%s"}\n' "$PWD" ;;
 slow) sleep 1; printf '{"type":"message","role":"assistant","content":"slow answer"}\n' ;;
