@@ -15,6 +15,10 @@ import {
   runPids,
   startDaemon,
 } from "../runtime/helpers.ts";
+import { createAgent } from "../../src/store/agent_new.ts";
+import { replaceFile } from "../../src/store/atomic.ts";
+
+const AGENT = new URL("../runtime/agent.sh", import.meta.url).pathname;
 
 /** Polls `pred` every 10 ms until it holds or `ms` passed; returns whether it held. */
 async function waitFor(pred: () => boolean, ms = 10_000): Promise<boolean> {
@@ -93,20 +97,31 @@ Deno.test("hole 10b: cancel of an agent ignoring SIGTERM with a setsid grandchil
   }
 });
 
-Deno.test("hole 10c: kill -9 of the daemon mid-run leaves no process of the run (the sandbox dies with its parent)", async () => {
+Deno.test("hole 10c: kill -9 of the daemon mid-run leaves no process of the run (the sandbox dies with its parent), for a root-made and a non-root agent", async () => {
   const f = await makeTree();
+  Deno.chmodSync(f.tmp, 0o755); // uid 65534 reaches the tree
   addTestAgent(f, "t");
+  // A non-root agent: bwrap runs unprivileged (after setpriv) and must die with the daemon too.
+  createAgent(f.root, "n", { uid: 65534, gid: 65534, exec: AGENT });
+  replaceFile(`${f.root}/agent/n.d/env`, "LOG_DIR=/tmp\n");
   const d = await startDaemon(f);
   try {
-    const { c, run } = await start(f, "t", "stubborn");
+    const runs: string[] = [];
+    const conns: Raw[] = [];
     try {
-      await c.until((fs) => fs.some((x) => x.type === "delta"), { boundMs: 10_000 });
-      assert(runPids(run).length >= 2, `pids: ${runPids(run)}`);
+      for (const name of ["t", "n"]) {
+        const { c, run } = await start(f, name, "stubborn");
+        conns.push(c);
+        runs.push(run);
+        await c.until((fs) => fs.some((x) => x.type === "delta"), { boundMs: 10_000 });
+        assert(runPids(run).length >= 2, `${name} pids: ${runPids(run)}`);
+      }
       await d.kill9();
     } finally {
-      c.close();
+      for (const c of conns) c.close();
     }
-    assert(await waitFor(() => runPids(run).length === 0), `left: ${runPids(run)}`);
+    const left = () => runs.flatMap(runPids);
+    assert(await waitFor(() => left().length === 0), `left: ${left()}`);
   } finally {
     await d.stop();
     await cleanup(f);
