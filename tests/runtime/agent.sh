@@ -47,6 +47,27 @@ fds) # where every open fd of this process leads (the daemon's fds must not be a
   fds=$(for p in /proc/$$/fd/*; do readlink "$p"; done | tr '\n' ' ')
   printf '{"type":"message","role":"assistant","content":"%s"}\n' "${fds% }"
   ;;
+probe) # what its step reaches; arg = "PORT HOSTFILE SOCKET": yes/no per attempt, pid count, pid 1
+  read -r port file sock <<<"$arg"
+  t() { "$@" >/dev/null 2>&1 && echo yes || echo no; }
+  out="shadow=$(t cat /etc/shadow) file=$(t cat "$file") net=$(t timeout 5 bash -c "echo >/dev/tcp/127.0.0.1/$port")"
+  out+=" sock=$(t perl -MIO::Socket::UNIX -e 'IO::Socket::UNIX->new(Peer => $ARGV[0]) or exit 1' "$sock")"
+  out+=" ctxsock=$(t perl -MIO::Socket::UNIX -e 'IO::Socket::UNIX->new(Peer => $ARGV[0]) or exit 1' "/ctx/agent/$CTX_AGENT.sock")"
+  out+=" ctx=$(t touch /ctx/probe) remount=$(t mount -o remount,rw /ctx) ws=$(t bash -c "echo from-agent >/workspace/probe.out")"
+  pids=(/proc/[0-9]*)
+  printf '{"type":"message","role":"assistant","content":"%s procs=%s init=%s"}\n' "$out" "${#pids[@]}" "$(cat /proc/1/comm)"
+  ;;
+escape) # children that outlive the step: one leaves its group (setsid), one keeps stdout open
+  setsid sleep 300 &
+  (sleep 300) &
+  printf '{"type":"message","role":"assistant","content":"escaped"}\n'
+  ;;
+stubborn) # ignores SIGTERM (and so does its grandchild, in a session of its own), never ends
+  trap '' TERM
+  setsid sleep 300 &
+  printf '{"type":"delta","text":"stubborn"}\n'
+  wait
+  ;;
 canread) [ -r "$arg" ] && r=yes || r=no; printf '{"type":"message","role":"assistant","content":"%s"}\n' "$r" ;;
 pwd) printf '{"type":"message","role":"assistant","content":"%s"}\n' "$PWD" ;;
 slow) sleep 1; printf '{"type":"message","role":"assistant","content":"slow answer"}\n' ;;
