@@ -35,6 +35,11 @@ export interface ExecContext {
   limit: number;
   /** Wall-clock bound of a spawned tool in milliseconds (default {@link DEFAULT_TIMEOUT_MS}). */
   timeout?: number;
+  /**
+   * RLIMIT_NPROC each spawned tool runs under (soft and hard, through prlimit). The sandbox gives
+   * tsh headroom above it, so a tool that exhausts its processes never starves tsh of threads.
+   */
+  nproc?: number;
 }
 
 /** Sends `signal` to the whole process group `pgid`; a group already gone is fine. */
@@ -58,8 +63,11 @@ async function spawn(
   args: string[],
   ctx: ExecContext,
 ): Promise<ToolResult> {
-  const child = new Deno.Command(cmd, {
-    args,
+  const limited = ctx.nproc === undefined
+    ? [cmd, ...args]
+    : ["/usr/bin/prlimit", `--nproc=${ctx.nproc}`, "--", cmd, ...args];
+  const child = new Deno.Command(limited[0], {
+    args: limited.slice(1),
     clearEnv: true,
     env: pickAllowed(ctx.env),
     stdin: "null",
