@@ -1,6 +1,7 @@
 /** Fixtures of the attack suite: a real cortexfsd, `ctx` run as any uid from any cwd, and a bystander probe, every wait bounded. */
 import { assertEquals } from "../assert.ts";
 import { cleanup, type Daemon, DENO, makeTree, startDaemon } from "../fuse/fixture.ts";
+import { nobodyDenoDir } from "../ctx/run.ts";
 
 /** The checkout's `ctx` entry. */
 export const CTX = new URL("../../cli/ctx.ts", import.meta.url).pathname;
@@ -67,12 +68,31 @@ export interface Target {
   bystander(): Promise<void>;
 }
 
+/** Options for {@link withTarget}. */
+export interface TargetOptions {
+  /** Runs on the fresh tree before cortexfsd starts (agents made in the backing tree, ...). */
+  setup?: (tree: Target["tree"]) => void | Promise<void>;
+  /** A command prefix cortexfsd runs under (see startDaemon's `wrap`). */
+  wrap?: string[];
+}
+
 /** Starts cortexfsd on a fresh tree and runs `fn`; always stops and unmounts after. */
-export async function withTarget(fn: (t: Target) => Promise<void>): Promise<void> {
+export async function withTarget(
+  fn: (t: Target) => Promise<void>,
+  options: TargetOptions = {},
+): Promise<void> {
   const tree = await makeTree();
   let daemon: Daemon | null = null;
+  // A uid other than root cannot read root's Deno cache: it gets a private copy, made once.
+  const denoDirs = new Map<number, string>();
+  const denoDir = (uid: number) => {
+    let d = denoDirs.get(uid);
+    if (d === undefined) denoDirs.set(uid, d = nobodyDenoDir(uid));
+    return d;
+  };
   try {
-    daemon = await startDaemon(tree);
+    await options.setup?.(tree);
+    daemon = await startDaemon(tree, { wrap: options.wrap });
     const t: Target = {
       tree,
       daemon,
@@ -80,7 +100,12 @@ export async function withTarget(fn: (t: Target) => Promise<void>): Promise<void
         run([DENO, "run", "-A", "--quiet", "--config", CONFIG, CTX, ...args], {
           uid: o.uid,
           cwd: o.cwd ?? tree.dir,
-          env: { CTX_ROOT: tree.mount, PATH: "/usr/bin:/bin", HOME: "/tmp" },
+          env: {
+            CTX_ROOT: tree.mount,
+            PATH: "/usr/bin:/bin",
+            HOME: "/tmp",
+            ...(o.uid ? { DENO_DIR: denoDir(o.uid) } : {}),
+          },
           ms: o.ms,
         }),
       async bystander() {
@@ -94,5 +119,6 @@ export async function withTarget(fn: (t: Target) => Promise<void>): Promise<void
     await fn(t);
   } finally {
     await cleanup(daemon, tree);
+    for (const d of denoDirs.values()) await Deno.remove(d, { recursive: true }).catch(() => {});
   }
 }
