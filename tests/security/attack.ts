@@ -17,10 +17,16 @@ export interface Ran {
   stderr: string;
 }
 
-/** Runs `argv` (as `uid` via setpriv when given) to completion; SIGKILLed and an error after `ms`. */
+/** Runs `argv` (as `uid` via setpriv when given, `stdin` fed) to completion; SIGKILLed and an error after `ms`. */
 export async function run(
   argv: string[],
-  options: { uid?: number; cwd?: string; env?: Record<string, string>; ms?: number } = {},
+  options: {
+    uid?: number;
+    cwd?: string;
+    env?: Record<string, string>;
+    ms?: number;
+    stdin?: string;
+  } = {},
 ): Promise<Ran> {
   const full = options.uid === undefined ? argv : [
     "setpriv",
@@ -34,10 +40,15 @@ export async function run(
     args: full.slice(1),
     cwd: options.cwd,
     env: options.env,
-    stdin: "null",
+    stdin: options.stdin === undefined ? "null" : "piped",
     stdout: "piped",
     stderr: "piped",
   }).spawn();
+  if (options.stdin !== undefined) {
+    const w = child.stdin.getWriter();
+    await w.write(new TextEncoder().encode(options.stdin)).catch(() => {});
+    await w.close().catch(() => {});
+  }
   const out = child.output();
   let timer: ReturnType<typeof setTimeout> | undefined;
   const ms = options.ms ?? BOUND_MS;
@@ -63,7 +74,10 @@ export interface Target {
   tree: Awaited<ReturnType<typeof makeTree>>;
   daemon: Daemon;
   /** `ctx ARGS` against the mount, as `uid` (default root) from `cwd`. */
-  ctx(args: string[], options?: { uid?: number; cwd?: string; ms?: number }): Promise<Ran>;
+  ctx(
+    args: string[],
+    options?: { uid?: number; cwd?: string; ms?: number; stdin?: string },
+  ): Promise<Ran>;
   /** Another user's `stat` of `<mount>/status`: must complete within the bound, exit 0. */
   bystander(): Promise<void>;
 }
@@ -107,6 +121,7 @@ export async function withTarget(
             ...(o.uid ? { DENO_DIR: denoDir(o.uid) } : {}),
           },
           ms: o.ms,
+          stdin: o.stdin,
         }),
       async bystander() {
         const r = await run(["stat", "-c", "%s", `${tree.mount}/status`], {
