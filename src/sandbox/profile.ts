@@ -59,6 +59,11 @@ export interface SandboxSpec {
   masks?: string[];
   /** Resource limits below the defaults (the agent's `rlimit` control); the defaults always hold. */
   rlimit?: Partial<Rlimits>;
+  /**
+   * Processes the command may use beyond `nproc` (default 0): tsh's own threads, which must not
+   * fail when a tool reaches the limit. tsh runs its tools under exactly `nproc` (`--nproc`).
+   */
+  nprocHeadroom?: number;
   /** argv of the command to run inside. */
   command: string[];
 }
@@ -160,7 +165,7 @@ function limited(spec: SandboxSpec): string[] {
   const r = effectiveRlimits(spec.rlimit);
   return [
     "/usr/bin/prlimit",
-    `--nproc=${r.nproc}`,
+    `--nproc=${r.nproc + (spec.nprocHeadroom ?? 0)}`,
     `--data=${r.data * 1024 * 1024}`,
     `--cpu=${r.cpu}`,
     `--nofile=${r.nofile}`,

@@ -128,4 +128,12 @@ Deno.test("profile() runs the command under its limits, set inside the sandbox: 
     profile({ ...spec, rlimit: { nproc: 8, cpu: 5 } }, { dataDir: "/d", layout }).command,
     wrap(8, 5),
   );
+  // tsh's sandbox: headroom for tsh's own threads above the nproc its tools get (tsh --nproc).
+  assertEquals(
+    profile({ ...spec, rlimit: { nproc: 8, cpu: 5 }, nprocHeadroom: 64 }, {
+      dataDir: "/d",
+      layout,
+    }).command,
+    wrap(72, 5),
+  );
 });

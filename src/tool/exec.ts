@@ -35,6 +35,11 @@ export interface ExecContext {
   limit: number;
   /** Wall-clock bound of a spawned tool in milliseconds (default {@link DEFAULT_TIMEOUT_MS}). */
   timeout?: number;
+  /**
+   * RLIMIT_NPROC each spawned tool runs under (soft and hard, through prlimit). The sandbox gives
+   * tsh headroom above it, so a tool that exhausts its processes never starves tsh of threads.
+   */
+  nproc?: number;
 }
 
 /** Sends `signal` to the whole process group `pgid`; a group already gone is fine. */
@@ -47,6 +52,14 @@ function signalGroup(pgid: number, signal: Deno.Signal): void {
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /**
+ * The `bash` tool's fixed `-c` program. The command itself comes on stdin, never on bash's command
+ * line (every local user can read /proc/<pid>/cmdline): the `read` builtin takes all of it (no
+ * fork), stdin becomes /dev/null (what every tool gets), and eval runs it with the variable gone.
+ */
+export const BASH_FROM_STDIN =
+  'IFS= read -r -d "" CTX_BASH_COMMAND; exec </dev/null; eval "unset CTX_BASH_COMMAND; $CTX_BASH_COMMAND"';
+
+/**
  * Spawns `cmd` in a process group of its own (a new session) with exactly the allowed environment.
  * Output is read while the tool runs and bounded as it arrives. The group is ended (SIGTERM, then
  * SIGKILL after {@link GRACE_MS}) when the output floods, when the wall-clock bound passes, and
@@ -57,17 +70,27 @@ async function spawn(
   cmd: string,
   args: string[],
   ctx: ExecContext,
+  input?: string,
 ): Promise<ToolResult> {
-  const child = new Deno.Command(cmd, {
-    args,
+  const limited = ctx.nproc === undefined
+    ? [cmd, ...args]
+    : ["/usr/bin/prlimit", `--nproc=${ctx.nproc}`, "--", cmd, ...args];
+  const child = new Deno.Command(limited[0], {
+    args: limited.slice(1),
     clearEnv: true,
     env: pickAllowed(ctx.env),
-    stdin: "null",
+    stdin: input === undefined ? "null" : "piped",
     stdout: "piped",
     stderr: "piped",
     detached: true, // setsid(): the tool leads its own process group, which we can end as one
   }).spawn();
   const pgid = child.pid;
+  // Written while the tool runs (a tool that exits without reading it is fine: EPIPE is ignored).
+  const fed = input === undefined ? Promise.resolve() : (async () => {
+    const w = child.stdin.getWriter();
+    await w.write(new TextEncoder().encode(input));
+    await w.close();
+  })().catch(() => {});
   let ended: "flood" | "timeout" | undefined;
   let kill: ReturnType<typeof setTimeout> | undefined;
   const end = (why: "flood" | "timeout") => {
@@ -95,6 +118,7 @@ async function spawn(
     signalGroup(pgid, "SIGKILL");
     if (!drained) cap.stop();
     await pumps;
+    await fed;
     const out = cap.result();
     if (ended === "timeout") {
       const e = new CtxError(
@@ -154,7 +178,11 @@ export async function runTool(name: string, args: string[], ctx: ExecContext): P
         return ok(name, out.content, out.truncated);
       }
       if (t.builtin === "bash") {
-        return await spawn(name, "/bin/bash", ["-c", String(input.command)], ctx);
+        const command = String(input.command);
+        if (command.includes("\0")) {
+          throw new CtxError("EINVAL", "bash command contains a NUL byte");
+        }
+        return await spawn(name, "/bin/bash", ["-c", BASH_FROM_STDIN], ctx, command);
       }
       throw new CtxError("ENOSYS", `built-in "${t.builtin}" is not implemented by this tsh`);
     }

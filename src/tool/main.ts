@@ -6,10 +6,11 @@ import type { ToolResult } from "./result.ts";
 import { toolCache } from "./config.ts";
 
 const USAGE =
-  `usage: tsh [--json] [--root PATH] [--limit BYTES] [--cache N] [--timeout SECONDS] [--args-stdin] [TOOL|BUILTIN [ARGS...]]
+  `usage: tsh [--json] [--root PATH] [--limit BYTES] [--cache N] [--timeout SECONDS] [--nproc N] [--args-stdin] [TOOL|BUILTIN [ARGS...]]
 With no operation tsh reads commands from a line-editing prompt. Tools resolve through CTX_PATH only.
 --limit bounds a tool's output (default 16384 bytes); --timeout bounds its wall-clock time
 (default 120 s), after which its whole process group is ended and the result is ETIMEDOUT.
+--nproc runs every tool under that RLIMIT_NPROC (prlimit), below tsh's own.
 --args-stdin appends the words of one JSON array of strings read from stdin.
 `;
 
@@ -32,6 +33,7 @@ export function context(
     limit?: number;
     cache?: number;
     timeout?: number;
+    nproc?: number;
     warn?: (message: string) => void;
   } = {},
 ): ShellContext {
@@ -59,6 +61,7 @@ export function context(
     limit: options.limit ?? 16384,
     cache: options.cache,
     timeout: options.timeout,
+    nproc: options.nproc,
   };
 }
 
@@ -130,6 +133,7 @@ async function stdinArgs(): Promise<string[] | string> {
 export async function tshMain(argv: string[]): Promise<number> {
   let json = false, root: string | undefined, limit: number | undefined;
   let cache: string | undefined, timeout: string | undefined, argsStdin = false;
+  let nproc: number | undefined;
   let i = 0;
   for (; i < argv.length; i++) {
     const a = argv[i];
@@ -138,6 +142,7 @@ export async function tshMain(argv: string[]): Promise<number> {
     else if (a === "--limit" && i + 1 < argv.length) limit = Number(argv[++i]);
     else if (a === "--cache" && i + 1 < argv.length) cache = argv[++i];
     else if (a === "--timeout" && i + 1 < argv.length) timeout = argv[++i];
+    else if (a === "--nproc" && i + 1 < argv.length) nproc = Number(argv[++i]);
     else if (a === "--args-stdin") argsStdin = true;
     else if (a === "-h" || a === "--help") {
       Deno.stdout.writeSync(new TextEncoder().encode(USAGE));
@@ -150,6 +155,12 @@ export async function tshMain(argv: string[]): Promise<number> {
   if (limit !== undefined && !(Number.isInteger(limit) && limit > 0)) {
     Deno.stderr.writeSync(
       new TextEncoder().encode(`tsh: EINVAL: --limit must be a positive integer\n`),
+    );
+    return 2;
+  }
+  if (nproc !== undefined && !(Number.isInteger(nproc) && nproc > 0)) {
+    Deno.stderr.writeSync(
+      new TextEncoder().encode(`tsh: EINVAL: --nproc must be a positive integer\n`),
     );
     return 2;
   }
@@ -174,6 +185,7 @@ export async function tshMain(argv: string[]): Promise<number> {
     limit,
     cache: capacity,
     timeout: seconds === undefined ? undefined : Math.round(seconds * 1000),
+    nproc,
   });
   let args = argv.slice(i);
   if (argsStdin) {

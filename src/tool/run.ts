@@ -1,5 +1,6 @@
 /** runTsh: one tsh operation for an agent, run as tsh inside a fresh bubblewrap sandbox. */
 import { CtxError, toCtxError } from "../abi/errno.ts";
+import { effectiveRlimits } from "../abi/rlimit.ts";
 import { authorize } from "../policy/authorize.ts";
 import type { Letter } from "../policy/perm.ts";
 import { agentEnv } from "../sandbox/env.ts";
@@ -97,6 +98,12 @@ const TSH_BUILTINS = [
 export const SANDBOX_DENO = "/opt/cortexfs/bin/deno";
 export const SANDBOX_TSH = "/opt/cortexfs/lib/tsh.js";
 
+/**
+ * Processes tsh may use beyond the agent's nproc: its own threads (Deno starts about a dozen and
+ * adds more on demand). A tool at its limit fails its own forks; tsh still answers.
+ */
+export const TSH_NPROC_HEADROOM = 64;
+
 /** Seconds the sandbox may run beyond the tool's timeout (tsh start-up, the kill grace). */
 export const SANDBOX_SLACK_S = 10;
 /** The kernel's bound on one argv string (MAX_ARG_STRLEN, NUL included). */
@@ -160,6 +167,7 @@ export async function runTsh(args: string[], options: RunOptions): Promise<ToolR
     timer = setTimeout(stop, (timeout + SANDBOX_SLACK_S) * 1000);
     const res = await launch({
       ...view.spec,
+      nprocHeadroom: TSH_NPROC_HEADROOM,
       env: { ...env, ...DENO_ENV },
       binds: [
         { src: deno, dst: SANDBOX_DENO, mode: "ro" },
@@ -180,6 +188,8 @@ export async function runTsh(args: string[], options: RunOptions): Promise<ToolR
         String(limit),
         "--timeout",
         String(timeout),
+        "--nproc",
+        String(effectiveRlimits(agent.rlimit).nproc),
         ...(cache === undefined ? [] : ["--cache", String(cache)]),
         // The words travel on stdin: a command line is readable by every local user.
         "--args-stdin",

@@ -21,6 +21,8 @@ export interface ShellContext {
   cache?: number;
   /** Wall-clock bound of a spawned tool in milliseconds (`--timeout`; default 120 s). */
   timeout?: number;
+  /** RLIMIT_NPROC of every spawned tool (`--nproc`): tsh itself runs with headroom above it. */
+  nproc?: number;
 }
 
 const BUILTINS: Record<string, string> = {

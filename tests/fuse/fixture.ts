@@ -48,10 +48,17 @@ export async function until(cond: () => boolean, what: string, ms = 15000): Prom
 /** Starts `cortexfsd` on `tree` and waits until the mount is live and the agent sockets are up. */
 export async function startDaemon(
   tree: { storage: string; mount: string; run: string },
-  options: { args?: string[]; wait?: boolean } = {},
+  options: {
+    args?: string[];
+    wait?: boolean;
+    /** A command prefix cortexfsd runs under (e.g. `bash -c 'umask 0; exec "$@"' umask0`). */
+    wrap?: string[];
+  } = {},
 ): Promise<Daemon> {
-  const child = new Deno.Command(DENO, {
+  const [cmd, ...pre] = [...(options.wrap ?? []), DENO];
+  const child = new Deno.Command(cmd, {
     args: [
+      ...pre,
       "run",
       "-A",
       CORTEXFSD,

@@ -1,6 +1,7 @@
 /** Fixtures of the attack suite: a real cortexfsd, `ctx` run as any uid from any cwd, and a bystander probe, every wait bounded. */
 import { assertEquals } from "../assert.ts";
 import { cleanup, type Daemon, DENO, makeTree, startDaemon } from "../fuse/fixture.ts";
+import { nobodyDenoDir } from "../ctx/run.ts";
 
 /** The checkout's `ctx` entry. */
 export const CTX = new URL("../../cli/ctx.ts", import.meta.url).pathname;
@@ -16,10 +17,16 @@ export interface Ran {
   stderr: string;
 }
 
-/** Runs `argv` (as `uid` via setpriv when given) to completion; SIGKILLed and an error after `ms`. */
+/** Runs `argv` (as `uid` via setpriv when given, `stdin` fed) to completion; SIGKILLed and an error after `ms`. */
 export async function run(
   argv: string[],
-  options: { uid?: number; cwd?: string; env?: Record<string, string>; ms?: number } = {},
+  options: {
+    uid?: number;
+    cwd?: string;
+    env?: Record<string, string>;
+    ms?: number;
+    stdin?: string;
+  } = {},
 ): Promise<Ran> {
   const full = options.uid === undefined ? argv : [
     "setpriv",
@@ -33,10 +40,15 @@ export async function run(
     args: full.slice(1),
     cwd: options.cwd,
     env: options.env,
-    stdin: "null",
+    stdin: options.stdin === undefined ? "null" : "piped",
     stdout: "piped",
     stderr: "piped",
   }).spawn();
+  if (options.stdin !== undefined) {
+    const w = child.stdin.getWriter();
+    await w.write(new TextEncoder().encode(options.stdin)).catch(() => {});
+    await w.close().catch(() => {});
+  }
   const out = child.output();
   let timer: ReturnType<typeof setTimeout> | undefined;
   const ms = options.ms ?? BOUND_MS;
@@ -62,17 +74,39 @@ export interface Target {
   tree: Awaited<ReturnType<typeof makeTree>>;
   daemon: Daemon;
   /** `ctx ARGS` against the mount, as `uid` (default root) from `cwd`. */
-  ctx(args: string[], options?: { uid?: number; cwd?: string; ms?: number }): Promise<Ran>;
+  ctx(
+    args: string[],
+    options?: { uid?: number; cwd?: string; ms?: number; stdin?: string },
+  ): Promise<Ran>;
   /** Another user's `stat` of `<mount>/status`: must complete within the bound, exit 0. */
   bystander(): Promise<void>;
 }
 
+/** Options for {@link withTarget}. */
+export interface TargetOptions {
+  /** Runs on the fresh tree before cortexfsd starts (agents made in the backing tree, ...). */
+  setup?: (tree: Target["tree"]) => void | Promise<void>;
+  /** A command prefix cortexfsd runs under (see startDaemon's `wrap`). */
+  wrap?: string[];
+}
+
 /** Starts cortexfsd on a fresh tree and runs `fn`; always stops and unmounts after. */
-export async function withTarget(fn: (t: Target) => Promise<void>): Promise<void> {
+export async function withTarget(
+  fn: (t: Target) => Promise<void>,
+  options: TargetOptions = {},
+): Promise<void> {
   const tree = await makeTree();
   let daemon: Daemon | null = null;
+  // A uid other than root cannot read root's Deno cache: it gets a private copy, made once.
+  const denoDirs = new Map<number, string>();
+  const denoDir = (uid: number) => {
+    let d = denoDirs.get(uid);
+    if (d === undefined) denoDirs.set(uid, d = nobodyDenoDir(uid));
+    return d;
+  };
   try {
-    daemon = await startDaemon(tree);
+    await options.setup?.(tree);
+    daemon = await startDaemon(tree, { wrap: options.wrap });
     const t: Target = {
       tree,
       daemon,
@@ -80,8 +114,14 @@ export async function withTarget(fn: (t: Target) => Promise<void>): Promise<void
         run([DENO, "run", "-A", "--quiet", "--config", CONFIG, CTX, ...args], {
           uid: o.uid,
           cwd: o.cwd ?? tree.dir,
-          env: { CTX_ROOT: tree.mount, PATH: "/usr/bin:/bin", HOME: "/tmp" },
+          env: {
+            CTX_ROOT: tree.mount,
+            PATH: "/usr/bin:/bin",
+            HOME: "/tmp",
+            ...(o.uid ? { DENO_DIR: denoDir(o.uid) } : {}),
+          },
           ms: o.ms,
+          stdin: o.stdin,
         }),
       async bystander() {
         const r = await run(["stat", "-c", "%s", `${tree.mount}/status`], {
@@ -94,5 +134,6 @@ export async function withTarget(fn: (t: Target) => Promise<void>): Promise<void
     await fn(t);
   } finally {
     await cleanup(daemon, tree);
+    for (const d of denoDirs.values()) await Deno.remove(d, { recursive: true }).catch(() => {});
   }
 }
