@@ -67,9 +67,12 @@ export interface Target {
   bystander(): Promise<void>;
 }
 
-/** Starts cortexfsd on a fresh tree and runs `fn`; always stops and unmounts after. */
-export async function withTarget(fn: (t: Target) => Promise<void>): Promise<void> {
-  const tree = await makeTree();
+/** Starts cortexfsd on a fresh tree (or the one `options.tree` lays out) and runs `fn`; always stops, unmounts and removes `tree.dir` after. */
+export async function withTarget(
+  fn: (t: Target) => Promise<void>,
+  options: { tree?: () => Promise<Target["tree"]> } = {},
+): Promise<void> {
+  const tree = await (options.tree ?? makeTree)();
   let daemon: Daemon | null = null;
   try {
     daemon = await startDaemon(tree);
@@ -96,3 +99,26 @@ export async function withTarget(fn: (t: Target) => Promise<void>): Promise<void
     await cleanup(daemon, tree);
   }
 }
+
+/**
+ * bash helpers for probe scripts, so a tool's findings come back as whole lines to compare:
+ * `can NAME CMD...` prints `NAME: yes` when CMD succeeds, else `NAME: no`; `err NAME CMD...` prints
+ * `NAME: ok` when it succeeds, else the last part of its error message (`Read-only file system`).
+ */
+export const PROBES = [
+  'can() { local n=$1; shift; if "$@" >/dev/null 2>&1; then echo "$n: yes"; else echo "$n: no"; fi; }',
+  'err() { local n=$1; shift; local o; if o=$("$@" 2>&1); then echo "$n: ok"; else o=${o%%$\'\\n\'*}; echo "$n: ${o##*: }"; fi; }',
+].join("\n");
+
+/**
+ * Runs `script` (after {@link PROBES}) with tsh's bash in the default agent `coder`, the client's
+ * cwd being `cwd`; the script must exit 0 (it reports, it does not fail). Returns its output lines.
+ */
+export async function probe(t: Target, script: string, cwd: string): Promise<string[]> {
+  const r = await t.ctx(["agent", "tsh", "coder", "--", "bash", `${PROBES}\n${script}`], { cwd });
+  assertEquals({ code: r.code, stderr: r.stderr }, { code: 0, stderr: "" }, r.stdout);
+  return r.stdout.split("\n").filter((l) => l !== "");
+}
+
+/** `s` quoted for a bash script. */
+export const q = (s: string): string => `'${s.replaceAll("'", `'\\''`)}'`;
