@@ -40,6 +40,7 @@ function dirs(path: string): string[] {
  * `shared/agents/agent/<a>/session`), or "inside" when `rel` is within one.
  */
 function sessionsBelow(rel: string[], backing: string): string[] | "inside" {
+  if (rel.length === 0) return ["home", "shared"]; // the tree's root: both lead to sessions
   const top = rel[0];
   const pattern = top === "home"
     ? ["home", "*", "agent", "*", "session"]
