@@ -33,3 +33,18 @@ Deno.test("guardView() masks the leading child of home/<u> and shared, refuses a
   );
   assertEquals(e.errno, "EACCES");
 });
+
+Deno.test("guardView() refuses a client's cwd in the backing tree as storage, and takes one in the mount as the tree", () => {
+  const e = assertThrows(
+    () => guardView([{ src: `${TREE}/home/0`, dst: "/workspace", mode: "rw", cwd: true }], p),
+    CtxError,
+  );
+  assertEquals([e.errno, e.message.includes(`private state ("/srv/cortexfs/storage")`)], [
+    "EACCES",
+    true,
+  ]);
+  assertEquals(
+    guardView([{ src: "/ctx/home/0", dst: "/workspace", mode: "rw", cwd: true }], p),
+    ["/workspace/agent"],
+  );
+});
