@@ -14,6 +14,11 @@ export interface Source {
   src: string;
   dst: string;
   mode: "ro" | "rw";
+  /**
+   * The client's own cwd, not a path the tree's controls name: for it the backing tree is
+   * storage like the rest (private state); only the mount projects the tree.
+   */
+  cwd?: boolean;
 }
 
 const under = (p: string, dir: string) => p === dir || p.startsWith(dir === "/" ? "/" : dir + "/");
@@ -40,6 +45,7 @@ function dirs(path: string): string[] {
  * `shared/agents/agent/<a>/session`), or "inside" when `rel` is within one.
  */
 function sessionsBelow(rel: string[], backing: string): string[] | "inside" {
+  if (rel.length === 0) return ["home", "shared"]; // the tree's root: both lead to sessions
   const top = rel[0];
   const pattern = top === "home"
     ? ["home", "*", "agent", "*", "session"]
@@ -69,7 +75,7 @@ export function guardView(binds: readonly Source[], p: Private): string[] {
   const [backing] = p.tree;
   for (const b of binds) {
     const what = `"${b.dst}" (from "${b.src}")`;
-    const alias = p.tree.find((t) => under(b.src, t));
+    const alias = p.tree.find((t) => under(b.src, t) && !(b.cwd && t === backing));
     if (alias !== undefined) {
       const rel = b.src === alias ? [] : b.src.slice(alias.length + 1).split("/");
       const below = sessionsBelow(rel, backing);

@@ -103,7 +103,7 @@ export function prepareView(agent: AgentDef, o: ViewOptions): PreparedView {
       fds.push(wsFd);
     }
     const binds: Source[] = [
-      { src: fdPath(wsFd), dst: "/workspace", mode: plan.workspaceMode },
+      { src: fdPath(wsFd), dst: "/workspace", mode: plan.workspaceMode, cwd: wsFd === ws },
       { src: real(home), dst: "/home/agent", mode: "rw" },
       ...plan.mounts.map((m) => ({ src: m.src, dst: m.dst, mode: m.mode })),
       ...(plan.root ? [{ src: plan.root, dst: "/", mode: "rw" as const }] : []),

@@ -84,18 +84,20 @@ export interface Target {
 
 /** Options for {@link withTarget}. */
 export interface TargetOptions {
+  /** Lays out the tree instead of the default `makeTree()` (custom layouts such as dev mode's). */
+  tree?: () => Promise<Target["tree"]>;
   /** Runs on the fresh tree before cortexfsd starts (agents made in the backing tree, ...). */
   setup?: (tree: Target["tree"]) => void | Promise<void>;
   /** A command prefix cortexfsd runs under (see startDaemon's `wrap`). */
   wrap?: string[];
 }
 
-/** Starts cortexfsd on a fresh tree and runs `fn`; always stops and unmounts after. */
+/** Starts cortexfsd on a fresh tree (or the one `options.tree` lays out) and runs `fn`; always stops, unmounts and removes `tree.dir` after. */
 export async function withTarget(
   fn: (t: Target) => Promise<void>,
   options: TargetOptions = {},
 ): Promise<void> {
-  const tree = await makeTree();
+  const tree = await (options.tree ?? makeTree)();
   let daemon: Daemon | null = null;
   // A uid other than root cannot read root's Deno cache: it gets a private copy, made once.
   const denoDirs = new Map<number, string>();
@@ -137,3 +139,26 @@ export async function withTarget(
     for (const d of denoDirs.values()) await Deno.remove(d, { recursive: true }).catch(() => {});
   }
 }
+
+/**
+ * bash helpers for probe scripts, so a tool's findings come back as whole lines to compare:
+ * `can NAME CMD...` prints `NAME: yes` when CMD succeeds, else `NAME: no`; `err NAME CMD...` prints
+ * `NAME: ok` when it succeeds, else the last part of its error message (`Read-only file system`).
+ */
+export const PROBES = [
+  'can() { local n=$1; shift; if "$@" >/dev/null 2>&1; then echo "$n: yes"; else echo "$n: no"; fi; }',
+  'err() { local n=$1; shift; local o; if o=$("$@" 2>&1); then echo "$n: ok"; else o=${o%%$\'\\n\'*}; echo "$n: ${o##*: }"; fi; }',
+].join("\n");
+
+/**
+ * Runs `script` (after {@link PROBES}) with tsh's bash in the default agent `coder`, the client's
+ * cwd being `cwd`; the script must exit 0 (it reports, it does not fail). Returns its output lines.
+ */
+export async function probe(t: Target, script: string, cwd: string): Promise<string[]> {
+  const r = await t.ctx(["agent", "tsh", "coder", "--", "bash", `${PROBES}\n${script}`], { cwd });
+  assertEquals({ code: r.code, stderr: r.stderr }, { code: 0, stderr: "" }, r.stdout);
+  return r.stdout.split("\n").filter((l) => l !== "");
+}
+
+/** `s` quoted for a bash script. */
+export const q = (s: string): string => `'${s.replaceAll("'", `'\\''`)}'`;
