@@ -63,6 +63,19 @@ function sessionsBelow(rel: string[], backing: string): string[] | "inside" {
 }
 
 /**
+ * Whether `src` lies in the tree's data (`home/<...>/`, `shared/<...>/`): true; elsewhere in the
+ * tree (its root, `agent/`, `tool/`, `model/`, `home` itself): false, the control plane, which a
+ * sandbox may see but never write (a writable view of `agent/<n>.d/` would let the agent rewrite
+ * its own authority; the mount admits the agent's uid as any other caller); outside: null.
+ */
+export function treeData(src: string, tree: readonly string[]): boolean | null {
+  const alias = tree.find((t) => under(src, t));
+  if (alias === undefined) return null;
+  const rel = src === alias ? [] : src.slice(alias.length + 1).split("/");
+  return (rel[0] === "home" || rel[0] === "shared") && rel.length >= 2;
+}
+
+/**
  * Checks the binds of a view against private state and returns the sandbox paths to cover with
  * an empty read-only tmpfs. A source inside hidden state is EACCES in any mode; a writable source
  * inside session history is EACCES (durable history is host-owned; read-only it may be seen).

@@ -1,7 +1,7 @@
 /** guardView: what a writable bind of the tree may not reach (session history) is masked. */
 import { CtxError } from "../abi/errno.ts";
 import { assertEquals, assertThrows } from "../../tests/assert.ts";
-import { guardView } from "./guard.ts";
+import { guardView, treeData } from "./guard.ts";
 
 const TREE = "/srv/cortexfs/storage/generations/1";
 const p = { hidden: ["/srv/cortexfs/storage", "/run/cortexfs"], tree: [TREE, "/ctx"] };
@@ -46,5 +46,22 @@ Deno.test("guardView() refuses a client's cwd in the backing tree as storage, an
   assertEquals(
     guardView([{ src: "/ctx/home/0", dst: "/workspace", mode: "rw", cwd: true }], p),
     ["/workspace/agent"],
+  );
+});
+
+Deno.test("treeData(): only home/<...> and shared/<...> are the tree's data; the rest is the control plane", () => {
+  const tree = ["/s/generations/1", "/ctx"];
+  assertEquals(
+    [
+      "/ctx",
+      "/ctx/agent",
+      "/ctx/agent/coder.d",
+      "/ctx/home",
+      "/ctx/home/0",
+      "/ctx/shared/x",
+      "/tmp",
+    ]
+      .map((s) => treeData(s, tree)),
+    [false, false, false, false, true, true, null],
   );
 });

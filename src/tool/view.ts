@@ -1,7 +1,7 @@
 /** The sandbox view of one agent process: controls checked by policy and the sandbox, the workspace and `.git` held by fd, private state masked. */
 import { checkMounts } from "../policy/mount.ts";
 import { networkAllowed } from "../policy/authorize.ts";
-import { guardView, type Source } from "../sandbox/guard.ts";
+import { guardView, type Source, treeData } from "../sandbox/guard.ts";
 import { planView } from "../sandbox/mounts.ts";
 import { hostLayout, type SandboxSpec } from "../sandbox/profile.ts";
 import { dupFd, fdPath, gitGuards, openDir } from "../sandbox/workspace.ts";
@@ -102,15 +102,20 @@ export function prepareView(agent: AgentDef, o: ViewOptions): PreparedView {
       wsFd = asUser(id, () => openDir(plan.workspace));
       fds.push(wsFd);
     }
+    const tree = [o.root, ...(o.mount ? [o.mount] : [])];
+    const wsSrc = fdPath(wsFd);
+    // A client's cwd in the tree's control plane (`cd /ctx/agent`) is shown, never writable: the
+    // same rule a `mount` line gets (planView refuses a writable one), here by downgrading.
+    const workspaceMode = treeData(wsSrc, tree) === false ? "ro" : plan.workspaceMode;
     const binds: Source[] = [
-      { src: fdPath(wsFd), dst: "/workspace", mode: plan.workspaceMode, cwd: wsFd === ws },
+      { src: wsSrc, dst: "/workspace", mode: workspaceMode, cwd: wsFd === ws },
       { src: real(home), dst: "/home/agent", mode: "rw" },
       ...plan.mounts.map((m) => ({ src: m.src, dst: m.dst, mode: m.mode })),
       ...(plan.root ? [{ src: plan.root, dst: "/", mode: "rw" as const }] : []),
     ];
     const masks = guardView(binds, {
       hidden: [storageOf(o.root), ...(o.hidden ?? []).map(real)],
-      tree: [o.root, ...(o.mount ? [o.mount] : [])],
+      tree,
     });
     const guards = asUser(id, () => gitGuards(wsFd));
     for (const g of guards) fds.push(g.fd);
@@ -118,7 +123,7 @@ export function prepareView(agent: AgentDef, o: ViewOptions): PreparedView {
       spec: {
         ctx: o.root,
         workspace: { fd: wsFd },
-        workspaceMode: plan.workspaceMode,
+        workspaceMode,
         protect: guards.map((g) => ({ fd: g.fd, dst: `/workspace/${g.rel}` })),
         masks,
         rlimit: agent.rlimit,
