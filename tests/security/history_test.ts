@@ -140,7 +140,7 @@ Deno.test("a workspace at <mount>/home/0: the tool writes its own files, /worksp
   });
 });
 
-Deno.test("a workspace at the tree's root (<mount>): /workspace/home and /workspace/shared are masked, no session file changes", async () => {
+Deno.test("a workspace at the tree's root (<mount>) is read-only (the control plane): history is seen as modes allow, never written", async () => {
   await withTarget(async (t) => {
     await send(t);
     const before = await history(t);
@@ -159,11 +159,13 @@ Deno.test("a workspace at the tree's root (<mount>): /workspace/home and /worksp
       ),
       t.bystander(),
     ]);
+    // The tree root is the control plane: bound read-only, so its home/ is visible (uid 0's dir)
+    // and every write fails there, history included.
     assertEquals(seen, [
-      "home: 0 shared: 0",
-      "events: No such file or directory",
-      "messages: No such file or directory",
-      "mv: Device or resource busy",
+      "home: 1 shared: 0",
+      "events: Read-only file system",
+      "messages: Read-only file system",
+      "mv: Read-only file system",
     ]);
     await onlyHostWrote(t, before, token);
     await t.bystander();
