@@ -7,7 +7,7 @@ import { currentGeneration, currentName, update } from "../src/store/generation.
 import { latestVersion, MIGRATIONS } from "../src/store/migrate.ts";
 import { resolvePaths } from "../src/store/paths.ts";
 import { holdServing } from "../src/store/serving.ts";
-import { launchers, startMountThread } from "../src/fuse/mod.ts";
+import { launchers, mountedType, startMountThread } from "../src/fuse/mod.ts";
 import permissions from "../packaging/permissions.json" with { type: "json" };
 
 const checkout = new URL("..", import.meta.url).pathname.replace(/\/$/, "");
@@ -37,7 +37,10 @@ async function main(flags: Flags): Promise<number> {
   }
   if (flags.dev) {
     // Development mode owns its storage: build or upgrade it here, before anything serves it.
-    ensureDir(mount, 0o755);
+    // Its mount point is made here too, unless something is mounted there: a dead mount left by
+    // a killed daemon answers every stat with ENOTCONN; startMount clears it (and says so) as in
+    // every other mode, and refuses a live one.
+    if (mountedType(mount) === null) ensureDir(mount, 0o755);
     const r = update(storage, {});
     if (r.created) console.error(`cortexfsd: tree_version ${r.from} -> ${r.to} in ${storage}`);
   }

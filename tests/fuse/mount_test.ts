@@ -259,6 +259,25 @@ Deno.test("lifecycle: kill -9 of a mount(2) daemon leaves a dead mount; the next
   }
 });
 
+Deno.test("lifecycle: --dev too clears the dead mount kill -9 left, and says so", async () => {
+  const tree = await makeTree();
+  let d: Daemon | null = null;
+  try {
+    // --dev with explicit paths: the development code path (it creates the mount point and
+    // updates the storage itself) on a temp tree instead of the checkout's .dev/.
+    d = await startDaemon(tree, { args: ["--dev"] });
+    d.child.kill("SIGKILL");
+    await d.stop();
+    d = null;
+    assertMatch((await sh(`stat ${tree.mount}`)).stderr, /Transport endpoint is not connected/);
+    d = await startDaemon(tree, { args: ["--dev"] });
+    assertMatch(d.log(), /cleared a dead mount left at .* by a killed daemon/);
+    assertEquals(read(`${tree.mount}/agent/coder.d/window`), "auto\n");
+  } finally {
+    await cleanup(d, tree);
+  }
+});
+
 Deno.test("lifecycle: with fusermount3 (auto_unmount) kill -9 leaves no mount behind", async () => {
   const tree = await makeTree();
   let d: Daemon | null = null;
