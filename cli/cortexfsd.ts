@@ -1,6 +1,7 @@
 /** cortexfsd: mounts /ctx (the FUSE projection of the current storage generation) and serves it. */
 import { Command } from "commander";
 import { CtxError, EXIT, exitCode, toCtxError } from "../src/abi/errno.ts";
+import { VERSION } from "../src/abi/version.ts";
 import { ensureDir } from "../src/store/atomic.ts";
 import { readBootstrap } from "../src/store/bootstrap.ts";
 import { currentGeneration, currentName, update } from "../src/store/generation.ts";
@@ -123,6 +124,7 @@ if (import.meta.main) {
   const program = new Command()
     .name("cortexfsd")
     .description("Mount /ctx and serve it.")
+    .version(`cortexfsd ${VERSION}`, "-V, --version", "print the version")
     .option("--storage <dir>", "storage root (generations/, current)")
     .option("--mount <dir>", "mount point")
     .option("--run <dir>", "run directory for live sockets")
