@@ -278,6 +278,24 @@ Deno.test("lifecycle: --dev too clears the dead mount kill -9 left, and says so"
   }
 });
 
+Deno.test("lifecycle: a restart at once after kill -9 clears the dead mount while the kernel still caches the root's attributes", async () => {
+  const tree = await makeTree();
+  let d: Daemon | null = null;
+  try {
+    // A long attribute timeout: the root's cached attributes outlive the daemon by 30 s, and a
+    // stat of the mount point answers from that cache instead of ENOTCONN.
+    d = await startDaemon(tree, { args: ["--ttl", "30"] });
+    Deno.statSync(tree.mount);
+    d.child.kill("SIGKILL");
+    await d.stop();
+    d = await startDaemon(tree);
+    assertMatch(d.log(), /cleared a dead mount/);
+    assertEquals(read(`${tree.mount}/agent/coder.d/window`), "auto\n");
+  } finally {
+    await cleanup(d, tree);
+  }
+});
+
 Deno.test("lifecycle: with fusermount3 (auto_unmount) kill -9 leaves no mount behind", async () => {
   const tree = await makeTree();
   let d: Daemon | null = null;
