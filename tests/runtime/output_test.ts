@@ -120,7 +120,8 @@ Deno.test("on a terminal send asks approvals inline [y/N]: y runs the call, Ente
   const f = await makeTree();
   addTestAgent(f, "t", { approval: "ask" });
   const d = await startDaemon(f);
-  const tm = new Tmux(`${f.tmp}/tmux.sock`);
+  // One tmux server per terminal session: nothing waits for a killed server to go away.
+  const [yes, no, ctrlC] = ["yes", "no", "ctrlc"].map((n) => new Tmux(`${f.tmp}/tmux-${n}.sock`));
   try {
     // The shell ignores the Ctrl+C sent to its foreground job (a trap resets in the child).
     const send = [
@@ -128,37 +129,35 @@ Deno.test("on a terminal send asks approvals inline [y/N]: y runs the call, Ente
       "-c",
       "trap : INT; ctx agent send t call fs.stat /workspace; echo exit=$?; sleep 60",
     ];
-    await inTmux(f, tm, send);
+    await inTmux(f, yes, send);
     const prompt = "· tsh fs.stat /workspace needs approval: allow once? [y/N]";
-    await tm.wait((s) => s.includes(prompt), "the approval prompt");
-    await tm.run("send-keys", "-t", "t", "y", "Enter");
-    let s = await tm.wait((s) => s.includes("exit=0"), "the answer");
-    assertEquals(tm.lines(s), [
+    await yes.wait((s) => s.includes(prompt), "the approval prompt");
+    await yes.run("send-keys", "-t", "t", "y", "Enter");
+    let s = await yes.wait((s) => s.includes("exit=0"), "the answer");
+    assertEquals(yes.lines(s), [
       `${prompt} y`,
       "· tsh fs.stat /workspace → ok",
       "observed ok",
       "exit=0",
     ]);
-    assert((await tm.screen({ escapes: true })).includes(`${ESC}[2m· tsh`), "dim tool line");
-    await tm.run("kill-server");
+    assert((await yes.screen({ escapes: true })).includes(`${ESC}[2m· tsh`), "dim tool line");
 
-    await inTmux(f, tm, send, { NO_COLOR: "1" });
-    await tm.wait((s) => s.includes(prompt), "the second prompt");
-    await tm.run("send-keys", "-t", "t", "Enter");
-    s = await tm.wait((s) => s.includes("exit=0"), "the denied answer");
-    assertEquals(tm.lines(s).slice(1, 3), [
+    await inTmux(f, no, send, { NO_COLOR: "1" });
+    await no.wait((s) => s.includes(prompt), "the second prompt");
+    await no.run("send-keys", "-t", "t", "Enter");
+    s = await no.wait((s) => s.includes("exit=0"), "the denied answer");
+    assertEquals(no.lines(s).slice(1, 3), [
       "· tsh fs.stat /workspace → EACCES: approval for fs.stat was not granted (fail closed)",
       "observed error",
     ]);
-    assertEquals((await tm.screen({ escapes: true })).includes(ESC), false);
-    await tm.run("kill-server");
+    assertEquals((await no.screen({ escapes: true })).includes(ESC), false);
 
     // Ctrl+C at the prompt cancels the run: exit 130, nothing left waiting on stdin.
-    await inTmux(f, tm, send);
-    await tm.wait((s) => s.includes(prompt), "the third prompt");
-    await tm.run("send-keys", "-t", "t", "C-c");
-    s = await tm.wait((s) => s.includes("exit="), "the cancelled send");
-    assertEquals(tm.lines(s), [`${prompt} ^C`, "exit=130"]);
+    await inTmux(f, ctrlC, send);
+    await ctrlC.wait((s) => s.includes(prompt), "the third prompt");
+    await ctrlC.run("send-keys", "-t", "t", "C-c");
+    s = await ctrlC.wait((s) => s.includes("exit="), "the cancelled send");
+    assertEquals(ctrlC.lines(s), [`${prompt} ^C`, "exit=130"]);
     const results = history(f, "t").events.filter((e) => e.type === "approval_result")
       .map((e) => [e.decision, e.reason]);
     assertEquals(results, [["allow_once", "allow_once"], ["deny", "denied"], [
@@ -167,7 +166,7 @@ Deno.test("on a terminal send asks approvals inline [y/N]: y runs the call, Ente
     ]]);
     assertEquals(history(f, "t").events.at(-1)?.status, "cancelled");
   } finally {
-    await tm.run("kill-server");
+    for (const tm of [yes, no, ctrlC]) await tm.run("kill-server");
     await d.stop();
     await cleanup(f);
   }
