@@ -53,6 +53,15 @@ export function deadMount(dir: string): CtxError {
   );
 }
 
+function exists(path: string): boolean {
+  try {
+    Deno.statSync(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** True when `dir` holds a tree (its `status` file); a dead mount throws {@link deadMount}. */
 function isTree(dir: string): boolean {
   try {
@@ -62,7 +71,8 @@ function isTree(dir: string): boolean {
     const errno = toCtxError(e).errno;
     if (errno === "ENOTCONN") throw deadMount(dir);
     if (errno === "ENOENT" || errno === "ENOTDIR") return false;
-    return true; // there, but not ours to read: the command itself says why
+    // There but not ours to stat (EACCES): the command itself says why. Anything else is not a tree.
+    return errno === "EACCES";
   }
 }
 
@@ -74,7 +84,7 @@ function isTree(dir: string): boolean {
 export function findTree(options: {
   root?: string;
   env: Record<string, string | undefined>;
-  /** The checkout `ctx` runs from (its dev mount is the last place looked). */
+  /** The checkout `ctx` runs from (its dev mount is the last place looked, if it has deno.json). */
   checkout?: string;
   /** The system mount point (default `/ctx`). */
   system?: string;
@@ -89,7 +99,11 @@ export function findTree(options: {
     throw new NoTreeError([`${named.root} (${named.via})`]);
   }
   const places: FoundTree[] = [{ root: options.system ?? "/ctx", via: "/ctx" }];
-  if (options.checkout) places.push({ root: `${options.checkout}/.dev/ctx`, via: "dev" });
+  // Only a real checkout (its deno.json beside cli/) has a dev mount; an installed or compiled
+  // ctx has none to look for.
+  if (options.checkout && exists(`${options.checkout}/deno.json`)) {
+    places.push({ root: `${options.checkout}/.dev/ctx`, via: "dev" });
+  }
   for (const p of places) if (isTree(p.root)) return p;
   throw new NoTreeError(places.map((p) => p.root));
 }

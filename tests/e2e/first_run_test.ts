@@ -19,7 +19,7 @@ function systemTree(): boolean {
 
 /**
  * A checkout of its own: `cli/ctx.ts` copied (ctx finds its checkout from its own path), `src`
- * linked. Its dev mount is `<dir>/.dev/ctx`, as `deno task dev` would make it.
+ * and `deno.json` linked. Its dev mount is `<dir>/.dev/ctx`, as `deno task dev` would make it.
  */
 async function checkout(): Promise<
   { dir: string; ctx: string; storage: string; mount: string; run: string }
@@ -28,6 +28,7 @@ async function checkout(): Promise<
   Deno.mkdirSync(`${dir}/cli`);
   Deno.copyFileSync(`${REPO}/cli/ctx.ts`, `${dir}/cli/ctx.ts`);
   Deno.symlinkSync(`${REPO}/src`, `${dir}/src`);
+  Deno.symlinkSync(`${REPO}/deno.json`, `${dir}/deno.json`); // what makes it a checkout
   const dev = `${dir}/.dev`;
   Deno.mkdirSync(`${dev}/ctx`, { recursive: true });
   Deno.mkdirSync(`${dev}/run`);
