@@ -1,13 +1,14 @@
 /** cortexfsd: mounts /ctx (the FUSE projection of the current storage generation) and serves it. */
 import { Command } from "commander";
 import { CtxError, EXIT, exitCode, toCtxError } from "../src/abi/errno.ts";
+import { VERSION } from "../src/abi/version.ts";
 import { ensureDir } from "../src/store/atomic.ts";
 import { readBootstrap } from "../src/store/bootstrap.ts";
 import { currentGeneration, currentName, update } from "../src/store/generation.ts";
 import { latestVersion, MIGRATIONS } from "../src/store/migrate.ts";
 import { resolvePaths } from "../src/store/paths.ts";
 import { holdServing } from "../src/store/serving.ts";
-import { launchers, startMountThread } from "../src/fuse/mod.ts";
+import { launchers, mountedType, startMountThread } from "../src/fuse/mod.ts";
 import permissions from "../packaging/permissions.json" with { type: "json" };
 
 const checkout = new URL("..", import.meta.url).pathname.replace(/\/$/, "");
@@ -37,7 +38,10 @@ async function main(flags: Flags): Promise<number> {
   }
   if (flags.dev) {
     // Development mode owns its storage: build or upgrade it here, before anything serves it.
-    ensureDir(mount, 0o755);
+    // Its mount point is made here too, unless something is mounted there: a dead mount left by
+    // a killed daemon answers every stat with ENOTCONN; startMount clears it (and says so) as in
+    // every other mode, and refuses a live one.
+    if (mountedType(mount) === null) ensureDir(mount, 0o755);
     const r = update(storage, {});
     if (r.created) console.error(`cortexfsd: tree_version ${r.from} -> ${r.to} in ${storage}`);
   }
@@ -120,6 +124,7 @@ if (import.meta.main) {
   const program = new Command()
     .name("cortexfsd")
     .description("Mount /ctx and serve it.")
+    .version(`cortexfsd ${VERSION}`, "-V, --version", "print the version")
     .option("--storage <dir>", "storage root (generations/, current)")
     .option("--mount <dir>", "mount point")
     .option("--run <dir>", "run directory for live sockets")

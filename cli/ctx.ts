@@ -2,25 +2,46 @@
 import { Command, CommanderError } from "commander";
 import {
   addAgentCommands,
-  agentContext,
   cat,
+  findTree,
+  type FoundTree,
   guarded,
   ls,
   set,
   status,
   storageUpdate,
-  treeRoot,
 } from "../src/ctx/mod.ts";
 import { EXIT } from "../src/abi/errno.ts";
+import { VERSION } from "../src/abi/version.ts";
 import { resolvePaths } from "../src/store/paths.ts";
 
 const env = Deno.env.toObject();
+// The checkout this ctx runs from: its dev mount (`deno task dev`) is found without CTX_ROOT.
+const checkout = new URL("..", import.meta.url).pathname.replace(/\/$/, "");
 const program = new Command("ctx");
-const root = () => treeRoot({ root: program.opts().root, env });
+let found: FoundTree | undefined;
+const tree = () => found ??= findTree({ root: program.opts().root, env, checkout });
+const root = () => tree().root;
+
+const EXAMPLES = `
+Examples:
+  ctx status                                  which tree, its state, agents and tools
+  ctx agent send coder "hello"                one message, the answer streamed
+  ctx agent chat coder                        interactive chat (Ctrl+C cancels a run)
+  ctx agent new mine --model debug/echo       a new agent of your own
+  ctx cat agent/coder.d/window                read a control
+  ctx set agent/coder.d/window 4096           write one, validated
+  ctx agent history coder                     the runs of a session
+
+The tree is --root, else CTX_ROOT, else the first live mount of /ctx and this checkout's
+.dev/ctx (\`sudo tools/deno task dev\`). Exit codes: 0 ok, 1 failed, 2 usage or invalid input,
+13 access denied, 69 unavailable (no mount found, daemon gone), 70 internal error.`;
 
 program
-  .description("CortexFS human CLI: inspect and edit the tree at CTX_ROOT (default /ctx)")
+  .description("CortexFS human CLI: inspect and edit the tree (default: the mount at /ctx)")
+  .version(`ctx ${VERSION}`, "-V, --version", "print the version")
   .option("-r, --root <path>", "the tree to work on (overrides CTX_ROOT)")
+  .addHelpText("after", EXAMPLES)
   .showHelpAfterError(false)
   .exitOverride()
   .configureOutput({
@@ -31,7 +52,7 @@ program
 program
   .command("status")
   .description("print the tree's status (the default command)")
-  .action(() => guarded(root(), () => console.log(status(root()).join("\n"))));
+  .action(() => guarded("status", () => console.log(status(tree()).join("\n"))));
 
 program
   .command("ls")
@@ -116,7 +137,7 @@ program
 
 addAgentCommands(
   program.command("agent").description("agent objects and sessions"),
-  agentContext(program, env),
+  { root, env },
   // The socket client (node:net, zod frames) loads only for `ctx agent ...`: status/ls stay light.
   Deno.args.includes("agent")
     ? await Promise.all([

@@ -5,11 +5,11 @@
  */
 import type { Command } from "commander";
 import { guarded } from "./fail.ts";
-import { treeRoot } from "./root.ts";
+import { findTree } from "./root.ts";
 
 /** What an agent subcommand needs from the top level: the tree root and the environment. */
 export interface AgentContext {
-  /** The tree root (after --root / CTX_ROOT). */
+  /** The tree root (--root, CTX_ROOT or the mount found; throws when there is none). */
   root(): string;
   env: Record<string, string | undefined>;
 }
@@ -47,10 +47,18 @@ export function addAgentCommands(
   return agent;
 }
 
-/** The default context: the root from --root (read lazily from the program) or CTX_ROOT. */
+/**
+ * The default context: the tree from --root (read lazily from the program), CTX_ROOT, or the
+ * first live mount found (`/ctx`, then `checkout`'s dev mount); looked up once.
+ */
 export function agentContext(
   program: Command,
   env: Record<string, string | undefined>,
+  options: { checkout?: string } = {},
 ): AgentContext {
-  return { root: () => treeRoot({ root: program.opts().root, env }), env };
+  let found: string | undefined;
+  return {
+    root: () => found ??= findTree({ root: program.opts().root, env, ...options }).root,
+    env,
+  };
 }

@@ -6,6 +6,7 @@ import { type Errno, exitCode, isErrno, toCtxError } from "../abi/errno.ts";
 import type { AgentContext } from "./agent.ts";
 import { AgentClient, pickSession, requestId } from "./client.ts";
 import { guarded } from "./fail.ts";
+import { allows, approvalPrompt, deniedNote, styleFor, Transcript } from "./render.ts";
 import { follow, sendRequest } from "./stream.ts";
 
 const collect = (v: string, all: string[]) => [...all, v];
@@ -13,6 +14,7 @@ const collect = (v: string, all: string[]) => [...all, v];
 /** Options of `ctx agent chat`. */
 export interface ChatArgs {
   session?: string;
+  verbose?: boolean;
   approve: string[];
 }
 
@@ -37,7 +39,10 @@ async function printHistory(client: AgentClient, agent: string, session: string)
   }
 }
 
-/** The interactive loop: one connection, one run at a time, output printed whole at the end. */
+/**
+ * The interactive loop: one connection, one run at a time; answer text printed a whole line at a
+ * time, tool calls as one line each, approvals asked `[y/N]` on the terminal.
+ */
 export async function chat(root: string, agent: string, o: ChatArgs): Promise<number> {
   const { loadAgent } = await import("../store/agent.ts");
   const session = pickSession(
@@ -47,10 +52,12 @@ export async function chat(root: string, agent: string, o: ChatArgs): Promise<nu
     o.session,
   );
   const client = await AgentClient.connect(root, agent);
+  const interactive = Boolean(process.stdin.isTTY);
+  const style = styleFor({ terminal: Boolean(process.stdout.isTTY), env: Deno.env.toObject() });
   const rl = readline.createInterface({
     input: process.stdin,
     output: process.stdout,
-    terminal: Boolean(process.stdin.isTTY),
+    terminal: interactive,
     historySize: 1000,
     prompt: `${agent}> `,
   });
@@ -60,6 +67,8 @@ export async function chat(root: string, agent: string, o: ChatArgs): Promise<nu
   // session): there is no run id to cancel yet, so the cancel is sent the moment `start` arrives.
   let cancelOnStart = false;
   let open = true;
+  // Set while an approval question waits for its y/N answer: Ctrl+C there cancels the run.
+  let asking: (() => void) | undefined;
   const pending: string[] = [];
   // Writes above the line being typed, then re-draws the prompt with the user's partial input.
   const show = (text: string) => {
@@ -78,33 +87,60 @@ export async function chat(root: string, agent: string, o: ChatArgs): Promise<nu
       cancelOnStart = false;
       return show(`[${toCtxError(e).errno}: ${toCtxError(e).message}]`);
     }
-    let notes = "";
+    // Answer text is held until its step ends (a partial line would fight the prompt);
+    // tool lines, approvals and errors are shown as they happen.
+    let held = "";
+    const flush = () => {
+      if (held !== "") show(held.replace(/\n$/, ""));
+      held = "";
+    };
+    const shown = new Transcript({
+      text: (t) => held += t,
+      line: (l) => {
+        flush();
+        show(l);
+      },
+    }, { verbose: o.verbose, style });
     const out = await follow(client, {
       id,
-      approve: o.approve,
       onStart: (r) => {
         active = r;
         if (!cancelOnStart) return;
         cancelOnStart = false;
         client.send({ op: "cancel", id: r });
       },
+      decide: (f) => {
+        if (o.approve.includes(String(f.name))) return true;
+        if (!interactive || !open) {
+          shown.note(deniedNote(f));
+          return false;
+        }
+        flush();
+        readline.clearLine(process.stdout, 0);
+        readline.cursorTo(process.stdout, 0);
+        return new Promise<boolean | undefined>((resolve) => {
+          const ac = new AbortController();
+          asking = () => {
+            ac.abort();
+            resolve(undefined);
+          };
+          rl.question(approvalPrompt(f), { signal: ac.signal }, (answer) => {
+            asking = undefined;
+            resolve(allows(answer));
+          });
+        });
+      },
       onFrame: (f) => {
-        if (
-          f.type === "approval_request" && f.replay !== true && !o.approve.includes(String(f.name))
-        ) {
-          notes += `[approval for ${f.name} denied; rerun with --approve ${f.name}]\n`;
-        } else if (f.type === "error") notes += `[${f.code}: ${f.message}]\n`;
+        if (f.type === "error") shown.note(`[${f.code}: ${f.message}]`);
+        else shown.frame(f);
       },
     });
     active = undefined;
     busy = false;
     cancelOnStart = false;
-    const tail = out.status === "cancelled"
-      ? "[cancelled]\n"
-      : out.status === "lost"
-      ? "[connection lost]\n"
-      : "";
-    show(`${out.text ? out.text + "\n" : ""}${notes}${tail}`.replace(/\n$/, ""));
+    flush();
+    if (out.status === "cancelled") show("[cancelled]");
+    else if (out.status === "lost") show("[connection lost]");
     if (out.status === "lost") rl.close();
   };
   const drain = async () => {
@@ -122,6 +158,16 @@ export async function chat(root: string, agent: string, o: ChatArgs): Promise<nu
     void drain();
   });
   rl.on("SIGINT", () => {
+    if (asking) {
+      // At an approval prompt Ctrl+C cancels the run (the cancel ends the approval too).
+      const abandon = asking;
+      asking = undefined;
+      pending.length = 0;
+      if (active) client.send({ op: "cancel", id: active });
+      abandon();
+      show("^C");
+      return;
+    }
     if (busy) {
       // A run is active (or about to start): cancel it, drop typed-ahead lines, stay in the chat.
       pending.length = 0;
@@ -148,7 +194,13 @@ export function register(agent: Command, ctx: AgentContext): void {
     .description("interactive chat (Ctrl+C cancels a run; Ctrl+C when idle exits)")
     .argument("<agent>", "agent name")
     .option("-s, --session <name>", "session (default: index/current, then default)")
-    .option("--approve <tool>", "answer allow_once for this tool (repeatable)", collect, [])
+    .option("-v, --verbose", "print each tool call's whole result, not only its status line")
+    .option(
+      "--approve <tool>",
+      "answer allow_once for this tool (repeatable); others are asked [y/N]",
+      collect,
+      [],
+    )
     .action((name: string, o: ChatArgs) =>
       guarded(`agent/${name}`, () => chat(ctx.root(), name, o))
     );
@@ -157,6 +209,7 @@ export function register(agent: Command, ctx: AgentContext): void {
     .description("print a session's conversation, then continue it interactively on a terminal")
     .argument("<agent>", "agent name")
     .option("-s, --session <name>", "session (default: index/current, then default)")
+    .option("-v, --verbose", "print each tool call's whole result, not only its status line")
     .option("--approve <tool>", "answer allow_once for this tool (repeatable)", collect, [])
     .action((name: string, o: ChatArgs) =>
       guarded(`agent/${name}`, async () => {

@@ -2,6 +2,7 @@
 import net from "node:net";
 import { CtxError, isErrno } from "../abi/errno.ts";
 import { encodeFrame } from "../abi/frames.ts";
+import { deadMount, START_HINT } from "./root.ts";
 
 /** A frame as the client sees it (clients switch on `type` and `code`, never on `message`). */
 export type ClientFrame = { type: string; run?: string; code?: string; [k: string]: unknown };
@@ -56,17 +57,7 @@ export class AgentClient {
     return new Promise((resolve, reject) => {
       const s = net.connect(path);
       s.once("connect", () => resolve(new AgentClient(s)));
-      s.once("error", (e: Error & { code?: string }) => {
-        // No socket: the object has no live stateful mode; refused: declared but down.
-        const errno = e.code === "ENOENT" || e.code === "ECONNREFUSED" ? "EHOSTDOWN" : e.code;
-        reject(
-          new CtxError(
-            errno && isErrno(errno) ? errno : "EIO",
-            `agent ${agent} is not being served (${e.code ?? e.message})`,
-            { path: `agent/${agent}.sock` },
-          ),
-        );
-      });
+      s.once("error", (e: Error & { code?: string }) => reject(connectError(root, agent, e)));
     });
   }
 
@@ -88,6 +79,48 @@ export class AgentClient {
   close(): void {
     this.socket.destroy();
   }
+}
+
+/** True when the tree says a daemon serves it (the mount's status is `online`). */
+function online(root: string): boolean {
+  try {
+    const text = Deno.readTextFileSync(`${root}/status`);
+    return /"state"\s*:\s*"online"|^state=online$/m.test(text);
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * What a failed connect means and what to do: refused is a daemon that died (its socket is
+ * left), a missing socket on a tree no daemon serves is a daemon not running, a dead mount is
+ * ENOTCONN; a missing socket on a live mount is an agent the daemon does not serve.
+ */
+export function connectError(root: string, agent: string, e: { code?: string; message: string }) {
+  const path = `agent/${agent}.sock`;
+  const code = e.code ?? "";
+  if (code === "ENOTCONN") return deadMount(root);
+  if (code === "ECONNREFUSED") {
+    return new CtxError(
+      "EHOSTDOWN",
+      `the daemon serving this tree is gone (connection refused); ${START_HINT} again`,
+      { path },
+    );
+  }
+  if (code === "ENOENT" && !online(root)) {
+    return new CtxError(
+      "EHOSTDOWN",
+      `no daemon is serving this tree (${root} is not a live mount, no socket): ${START_HINT}, ` +
+        "then use its mount",
+      { path },
+    );
+  }
+  const errno = code === "ENOENT" ? "EHOSTDOWN" : code;
+  return new CtxError(
+    isErrno(errno) ? errno : "EIO",
+    `agent ${agent} is not being served (${code || e.message})`,
+    { path },
+  );
 }
 
 /** A fresh client request id. */

@@ -1,8 +1,11 @@
 /** How every `ctx` command reports failure: `ctx: <ERRNO>: <path>: <message>` and the spec's exit code. */
 import { CtxError, EXIT, exitCode, toCtxError } from "../abi/errno.ts";
+import { NoTreeError } from "./root.ts";
 
 /** The line printed for an error (without the trailing newline). */
 export function errorLine(e: CtxError, fallbackPath: string): string {
+  // Finding no tree at all is about no one path: `ctx: no CortexFS mount found (tried ...): ...`.
+  if (e instanceof NoTreeError) return `ctx: ${e.message}`;
   return `ctx: ${e.errno}: ${e.path ?? fallbackPath}: ${e.message}`;
 }
 

@@ -1,5 +1,14 @@
 /** The `ctx` command implementations (cli/ctx.ts wires them to commander). */
-export { abiPath, hostPath, treeRoot } from "./root.ts";
+export {
+  abiPath,
+  deadMount,
+  findTree,
+  hostPath,
+  NoTreeError,
+  START_HINT,
+  treeRoot,
+} from "./root.ts";
+export type { FoundTree, RootVia } from "./root.ts";
 export { errorLine, guarded } from "./fail.ts";
 export { cat, ls, set } from "./files.ts";
 export { status } from "./status.ts";

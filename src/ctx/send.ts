@@ -4,6 +4,7 @@ import { CtxError, type Errno, exitCode, isErrno } from "../abi/errno.ts";
 import type { AgentContext } from "./agent.ts";
 import { AgentClient, pickSession, requestId } from "./client.ts";
 import { guarded } from "./fail.ts";
+import { allows, approvalPrompt, deniedNote, styleFor, Transcript } from "./render.ts";
 import { follow, outcomeExit, sendRequest } from "./stream.ts";
 
 const collect = (v: string, all: string[]) => [...all, v];
@@ -21,10 +22,40 @@ export interface SendArgs {
   cwd?: string;
   id?: string;
   json?: boolean;
+  verbose?: boolean;
   approve: string[];
+  /** Approval requests for other tools are asked on the terminal (stdin and stderr are one). */
+  ask?: boolean;
 }
 
-/** Sends one message and streams the answer; returns the exit status. */
+/**
+ * Reads one line from stdin (the answer to a prompt): "" at end of input, undefined when
+ * `signal` aborts first (the pending read is cancelled, so nothing keeps the process alive).
+ */
+async function readLine(signal: AbortSignal): Promise<string | undefined> {
+  const reader = Deno.stdin.readable.getReader();
+  const abandon = () => void reader.cancel().catch(() => {});
+  signal.addEventListener("abort", abandon);
+  const dec = new TextDecoder();
+  let s = "";
+  try {
+    while (!s.includes("\n")) {
+      const { value, done } = await reader.read();
+      if (signal.aborted) return undefined;
+      if (done) break;
+      s += dec.decode(value, { stream: true });
+    }
+    return s;
+  } finally {
+    signal.removeEventListener("abort", abandon);
+    reader.releaseLock();
+  }
+}
+
+/**
+ * Sends one message and streams the answer to stdout; tool calls, approvals and errors go to
+ * stderr, one line each. Returns the exit status.
+ */
 export async function send(
   root: string,
   agent: string,
@@ -36,12 +67,33 @@ export async function send(
   const enc = new TextEncoder();
   let active: string | undefined;
   let interrupts = 0;
+  // Set while an approval question waits for its y/N answer.
+  let asking: (() => void) | undefined;
   const onSig = () => {
-    // First Ctrl+C cancels the run; a second one leaves at once.
+    // First Ctrl+C cancels the run (at an approval prompt too); a second one leaves at once.
     if (++interrupts > 1 || !active) Deno.exit(130);
     client.send({ op: "cancel", id: active });
+    asking?.();
   };
   Deno.addSignalListener("SIGINT", onSig);
+  // stdout is the answer; a secondary line first ends the answer's partial line.
+  let midLine = false;
+  const out = (s: string) => void Deno.stdout.writeSync(enc.encode(s));
+  const sink = {
+    text: (s: string) => {
+      out(s);
+      midLine = !s.endsWith("\n");
+    },
+    line: (s: string) => {
+      if (midLine) out("\n");
+      midLine = false;
+      Deno.stderr.writeSync(enc.encode(s + "\n"));
+    },
+  };
+  const shown = new Transcript(sink, {
+    verbose: o.verbose,
+    style: styleFor({ terminal: Deno.stderr.isTerminal(), env: Deno.env.toObject() }),
+  });
   try {
     const id = o.id ?? requestId();
     sendRequest(client, {
@@ -52,27 +104,34 @@ export async function send(
       ...(o.cwd ? { cwd: o.cwd } : {}),
       input,
     });
-    let wrote = false;
-    const out = await follow(client, {
+    const result = await follow(client, {
       id,
-      approve: o.approve,
       onStart: (r) => active = r,
-      onFrame: (f) => {
-        if (o.json) return void Deno.stdout.writeSync(enc.encode(JSON.stringify(f) + "\n"));
-        if (f.type === "delta") {
-          Deno.stdout.writeSync(enc.encode(String(f.text)));
-          wrote ||= String(f.text) !== "";
-        } else if (f.type === "error") {
-          console.error(`ctx: ${f.code}: agent/${agent}: ${f.message}`);
-        } else if (f.type === "message" && f.role === "tool") {
-          for (const p of f.content as { content: string }[]) console.error(p.content);
+      decide: async (f) => {
+        if (o.approve.includes(String(f.name))) return true;
+        if (!o.ask || o.json) {
+          if (!o.json) shown.note(deniedNote(f));
+          return false;
         }
+        if (midLine) out("\n");
+        midLine = false;
+        Deno.stderr.writeSync(enc.encode(approvalPrompt(f)));
+        const ac = new AbortController();
+        asking = () => ac.abort();
+        const answer = await readLine(ac.signal).catch(() => "");
+        asking = undefined;
+        // Ctrl+C (the terminal echoed ^C) or end of input: end the prompt's line.
+        if (answer === undefined || answer === "") Deno.stderr.writeSync(enc.encode("\n"));
+        return answer === undefined ? undefined : allows(answer);
+      },
+      onFrame: (f) => {
+        if (o.json) return out(JSON.stringify(f) + "\n");
+        if (f.type === "error") sink.line(`ctx: ${f.code}: agent/${agent}: ${f.message}`);
+        else shown.frame(f);
       },
     });
-    // An agent that streamed no deltas still has its final message printed.
-    if (!o.json && !wrote && out.text) Deno.stdout.writeSync(enc.encode(out.text));
-    if (!o.json && (wrote || out.text)) Deno.stdout.writeSync(enc.encode("\n"));
-    return outcomeExit(out, exitOf);
+    if (midLine) out("\n");
+    return outcomeExit(result, exitOf);
   } finally {
     Deno.removeSignalListener("SIGINT", onSig);
     client.close();
@@ -153,10 +212,18 @@ export function register(agent: Command, ctx: AgentContext): void {
     .option("--cwd <path>", "working directory inside the agent view")
     .option("--id <id>", "client request id (repeat it to replay the stored result)")
     .option("--json", "print the raw frames")
-    .option("--approve <tool>", "answer allow_once for this tool (repeatable)", collect, [])
+    .option("-v, --verbose", "print each tool call's whole result, not only its status line")
+    .option(
+      "--approve <tool>",
+      "answer allow_once for this tool (repeatable); others are asked on a terminal, else denied",
+      collect,
+      [],
+    )
     .action((name: string, words: string[], o: SendArgs) =>
       guarded(`agent/${name}`, async () => {
         const input = words.length ? words.join(" ") : await readStdin();
+        // Ask only a person: stdin free (the message came as words) and a terminal on both ends.
+        o.ask = words.length > 0 && Deno.stdin.isTerminal() && Deno.stderr.isTerminal();
         if (input === "") {
           // Nothing to say is a usage mistake (a script with an empty pipe), never an empty run.
           throw new CtxError("EINVAL", "no message: give words or pipe text on stdin");

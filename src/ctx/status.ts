@@ -1,5 +1,6 @@
 /** `ctx status`: what the tree at CTX_ROOT is, from its `status` file and bootstrap state. */
 import { CtxError, toCtxError } from "../abi/errno.ts";
+import type { FoundTree } from "./root.ts";
 
 function count(dir: string, keep: (e: Deno.DirEntry) => boolean): number {
   try {
@@ -9,8 +10,12 @@ function count(dir: string, keep: (e: Deno.DirEntry) => boolean): number {
   }
 }
 
-/** The `KEY=VALUE` lines `ctx status` prints. */
-export function status(root: string): string[] {
+/**
+ * The `KEY=VALUE` lines `ctx status` prints: `root=` and `root_via=` (how it was found: `--root`,
+ * `CTX_ROOT`, `/ctx` or `dev`), then the tree's own status.
+ */
+export function status(found: FoundTree): string[] {
+  const root = found.root;
   let text: string;
   try {
     text = Deno.readTextFileSync(`${root}/status`);
@@ -27,7 +32,11 @@ export function status(root: string): string[] {
     }
     throw err;
   }
-  const out = [`root=${root}`, ...text.split("\n").filter((l) => l !== "")];
+  const out = [
+    `root=${root}`,
+    `root_via=${found.via}`,
+    ...text.split("\n").filter((l) => l !== ""),
+  ];
   try {
     const b = JSON.parse(Deno.readTextFileSync(`${root}/bin/cortexfs.bootstrap.json`));
     if (typeof b?.tree_version === "number") out.push(`tree_version=${b.tree_version}`);

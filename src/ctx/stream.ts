@@ -9,7 +9,7 @@ export interface Outcome {
   status: "ok" | "error" | "cancelled" | "lost";
   /** errno of the last error frame, if any. */
   errno?: string;
-  /** Assistant text (deltas, or the final message when there were none). */
+  /** The answer: the last step's deltas, or its assistant message when it streamed none. */
   text: string;
   /** Tool result parts seen, in order. */
   results: { content: string; status?: string; errno?: string }[];
@@ -37,8 +37,13 @@ export function sendRequest(
 export interface FollowOptions {
   /** The request id sent; only an error frame carrying it (and no `run`) ends the follow. */
   id?: string;
-  /** Tools answered `allow_once`; every other approval_request gets `deny`. */
+  /** Tools answered `allow_once`; every other approval_request gets `deny` (unless `decide`). */
   approve?: readonly string[];
+  /**
+   * Answers a live approval_request (true: allow_once); replaces the `approve` list. Undefined
+   * sends no answer (the run is being cancelled: the cancel ends the approval).
+   */
+  decide?: (f: ClientFrame) => boolean | undefined | Promise<boolean | undefined>;
   /** Every frame, as received. */
   onFrame?: (f: ClientFrame) => void;
   /** Called with the run id as soon as `start` arrives. */
@@ -71,6 +76,8 @@ export async function follow(client: AgentClient, options: FollowOptions = {}): 
         options.onStart?.(String(f.run));
         break;
       case "delta":
+        // A step's deltas are its answer text; a new step (after a tool result) starts afresh.
+        if (!deltas) out.text = "";
         deltas = true;
         out.text += String(f.text ?? "");
         break;
@@ -81,11 +88,15 @@ export async function follow(client: AgentClient, options: FollowOptions = {}): 
           for (const p of f.content as { content: string; status?: string; errno?: string }[]) {
             out.results.push(p);
           }
+          deltas = false;
         }
         break;
       case "approval_request": {
         if (f.replay === true) break; // not ours to answer (see above)
-        const ok = options.approve?.includes(String(f.name)) ?? false;
+        const ok = options.decide
+          ? await options.decide(f)
+          : options.approve?.includes(String(f.name)) ?? false;
+        if (ok === undefined) break;
         client.send({ op: "approve", run: f.run, id: f.id, decision: ok ? "allow_once" : "deny" });
         break;
       }

@@ -50,7 +50,12 @@ export function mountedType(dir: string): string | null {
 export function prepareMountpoint(dir: string): "free" | "cleared" {
   const type = mountedType(dir);
   if (type === null || !type.startsWith("fuse")) return "free";
-  const st = libc.lstat(libc.cstr(dir), { follow: true });
+  // Probe with a lookup that must reach the connection: a name never asked for before. A stat of
+  // `dir` itself may be answered from the kernel's attribute cache for up to the attribute
+  // timeout after the daemon died, and a restart in that window would take the dead mount for a
+  // live one. A live daemon answers the probe ENOENT (or any errno but ENOTCONN).
+  const probe = `${dir}/.cortexfs-probe-${crypto.randomUUID()}`;
+  const st = libc.lstat(libc.cstr(probe), { follow: false });
   if (st === -ERRNO.ENOTCONN) {
     const r = libc.umount2(dir, libc.MNT.DETACH);
     if (r < 0 && r !== -ERRNO.EINVAL) {

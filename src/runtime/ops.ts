@@ -168,7 +168,15 @@ async function begin(
     // A FIFO, symlink or device planted among its files: EIO naming it, before anything is written.
     checkSession(ref);
     touchIndex(ref, o.cwd);
-    const run = new Run({ id: newRunId(), ref, index: ctx.index, origin: conn });
+    // The agent's status goes back to `ready` when the run's end is recorded, before its `done`
+    // is sent (a client that saw `done` reads `ready`), or at the latest when the body returns.
+    let live = true;
+    const end = () => {
+      if (!live) return;
+      live = false;
+      ctx.presence.end(o.agent.name);
+    };
+    const run = new Run({ id: newRunId(), ref, index: ctx.index, origin: conn, onEnd: end });
     const ts = Date.now() / 1000;
     ctx.active.set(run.id, run);
     ctx.presence.begin(o.agent.name);
@@ -196,7 +204,7 @@ async function begin(
       await run.finish("error"); // no-op when the body already recorded the outcome
     } finally {
       ctx.active.delete(run.id);
-      ctx.presence.end(o.agent.name);
+      end();
     }
   });
 }

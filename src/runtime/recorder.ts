@@ -40,6 +40,7 @@ export class Run {
   /** The connection that started the run (approval answers come from it). */
   readonly origin: Conn;
   status?: RunStatus;
+  readonly #onEnd?: () => void;
   #finished: Promise<RunStatus>;
   #active = false;
   #resolve!: (s: RunStatus) => void;
@@ -52,8 +53,21 @@ export class Run {
   #queue: Promise<void>[] = [];
   #tail: Promise<void> = Promise.resolve();
 
-  constructor(options: { id: string; ref: SessionRef; index: RunIndex; origin: Conn }) {
+  constructor(
+    options: {
+      id: string;
+      ref: SessionRef;
+      index: RunIndex;
+      origin: Conn;
+      /**
+       * Called once the run's end is recorded and before `done` goes out: what a client reads
+       * after seeing `done` (the agent's `status`) already says the run ended.
+       */
+      onEnd?: () => void;
+    },
+  ) {
     this.id = options.id;
+    this.#onEnd = options.onEnd;
     this.ref = options.ref;
     this.index = options.index;
     this.origin = options.origin;
@@ -173,7 +187,10 @@ export class Run {
     }
   }
 
-  /** Ends the run: `done` appended, state and index updated, waiters released. Idempotent. */
+  /**
+   * Ends the run: `done` appended, state and index updated, `onEnd` called, waiters released,
+   * and only then `done` streamed. Idempotent.
+   */
   async finish(status: RunStatus, options: { latest?: string } = {}): Promise<void> {
     if (this.finished) return;
     this.status = status;
@@ -182,6 +199,7 @@ export class Run {
     this.#record(done, true);
     setState(this.ref, status === "ok" ? "done" : status, { latest: options.latest });
     this.index.finish(this.id, status, ts);
+    this.#onEnd?.();
     this.#resolve(status);
     await this.settled();
   }

@@ -17,21 +17,45 @@ const at = (root: string) => ({ env: { CTX_ROOT: root } });
 
 Deno.test("ctx status (also the default command) prints the tree's status lines", async () => {
   await withTree(async (root) => {
-    const want = {
+    const want = (via: string) => ({
       code: 0,
-      stdout: `root=${root}\nstate=offline\ntree_version=4\nagents=1\ntools=6\n`,
+      stdout: `root=${root}\nroot_via=${via}\nstate=offline\ntree_version=4\nagents=1\n` +
+        "tools=6\n",
       stderr: "",
-    };
-    assertEquals(await ctx(["status"], at(root)), want);
-    assertEquals(await ctx([], at(root)), want);
-    assertEquals(await ctx(["--root", root, "status"]), want);
-    assertEquals(await ctx(["status"], at(`${root}/nowhere`)), {
-      code: 1,
+    });
+    assertEquals(await ctx(["status"], at(root)), want("CTX_ROOT"));
+    assertEquals(await ctx([], at(root)), want("CTX_ROOT"));
+    assertEquals(await ctx(["--root", root, "status"]), want("--root"));
+  });
+});
+
+Deno.test("ctx on a CTX_ROOT or --root with no tree says no mount was found and how to start one (exit 69)", async () => {
+  await withTree(async (root) => {
+    const hint = "start it with `sudo cortexfsd` (in a checkout: `sudo tools/deno task dev`), " +
+      "or point CTX_ROOT at a tree\n";
+    for (const args of [["status"], ["ls", "agent"], ["agent", "send", "coder", "hi"]]) {
+      assertEquals(await ctx(args, at(`${root}/nowhere`)), {
+        code: 69,
+        stdout: "",
+        stderr: `ctx: no CortexFS mount found (tried ${root}/nowhere (CTX_ROOT)): ${hint}`,
+      });
+    }
+    assertEquals(await ctx(["--root", `${root}/home/`, "cat", "agent/coder.d/window"]), {
+      code: 69,
       stdout: "",
-      stderr: `ctx: ENOENT: ${root}/nowhere: no CortexFS tree here (no status file); ` +
-        "set CTX_ROOT or --root\n",
+      stderr: `ctx: no CortexFS mount found (tried ${root}/home (--root)): ${hint}`,
     });
   });
+});
+
+Deno.test("ctx --version prints the version; --help ends with examples and the exit codes", async () => {
+  const { VERSION } = await import("../../src/abi/version.ts");
+  assertEquals(await ctx(["--version"]), { code: 0, stdout: `ctx ${VERSION}\n`, stderr: "" });
+  assertMatch(VERSION, /^\d+\.\d+\.\d+$/);
+  const help = await ctx(["--help"]);
+  assertEquals(help.code, 0);
+  assertMatch(help.stdout, /\nExamples:\n {2}ctx status .*\n {2}ctx agent send coder "hello" /);
+  assertMatch(help.stdout, /69 unavailable \(no mount found, daemon gone\)/);
 });
 
 Deno.test("ctx ls lists the root and ABI paths (with or without /ctx/)", async () => {

@@ -259,6 +259,43 @@ Deno.test("lifecycle: kill -9 of a mount(2) daemon leaves a dead mount; the next
   }
 });
 
+Deno.test("lifecycle: --dev too clears the dead mount kill -9 left, and says so", async () => {
+  const tree = await makeTree();
+  let d: Daemon | null = null;
+  try {
+    // --dev with explicit paths: the development code path (it creates the mount point and
+    // updates the storage itself) on a temp tree instead of the checkout's .dev/.
+    d = await startDaemon(tree, { args: ["--dev"] });
+    d.child.kill("SIGKILL");
+    await d.stop();
+    d = null;
+    assertMatch((await sh(`stat ${tree.mount}`)).stderr, /Transport endpoint is not connected/);
+    d = await startDaemon(tree, { args: ["--dev"] });
+    assertMatch(d.log(), /cleared a dead mount left at .* by a killed daemon/);
+    assertEquals(read(`${tree.mount}/agent/coder.d/window`), "auto\n");
+  } finally {
+    await cleanup(d, tree);
+  }
+});
+
+Deno.test("lifecycle: a restart at once after kill -9 clears the dead mount while the kernel still caches the root's attributes", async () => {
+  const tree = await makeTree();
+  let d: Daemon | null = null;
+  try {
+    // A long attribute timeout: the root's cached attributes outlive the daemon by 30 s, and a
+    // stat of the mount point answers from that cache instead of ENOTCONN.
+    d = await startDaemon(tree, { args: ["--ttl", "30"] });
+    Deno.statSync(tree.mount);
+    d.child.kill("SIGKILL");
+    await d.stop();
+    d = await startDaemon(tree);
+    assertMatch(d.log(), /cleared a dead mount/);
+    assertEquals(read(`${tree.mount}/agent/coder.d/window`), "auto\n");
+  } finally {
+    await cleanup(d, tree);
+  }
+});
+
 Deno.test("lifecycle: with fusermount3 (auto_unmount) kill -9 leaves no mount behind", async () => {
   const tree = await makeTree();
   let d: Daemon | null = null;

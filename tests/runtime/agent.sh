@@ -25,6 +25,13 @@ call) # step 0 yields one tsh call with the words of arg, step 1 reports what it
   else
     printf '{"type":"message","role":"assistant","content":"observed %s"}\n' "$status"; fi
   ;;
+look) # like call, but step 0 streams a delta before its call
+  if [ "$step" = 0 ]; then
+    printf '{"type":"delta","text":"looking at %s"}\n' "$arg"
+    call call-1 "[\"fs.stat\",\"$arg\"]"
+  else
+    printf '{"type":"message","role":"assistant","content":"observed %s"}\n' "$status"; fi
+  ;;
 calls) # yields one call per step, forever (the host must stop it)
   call "call-$step" '["tools"]'
   ;;

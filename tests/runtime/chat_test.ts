@@ -3,55 +3,14 @@ import { assert, assertEquals } from "../assert.ts";
 import {
   addTestAgent,
   cleanup,
-  DENO,
-  type Fixture,
+  ctxBin,
   history,
   makeTree,
   Raw,
   REPO,
   startDaemon,
 } from "./helpers.ts";
-
-const HERE = new URL(".", import.meta.url).pathname;
-
-/** A `ctx` on PATH that is the test entry bound to the fixture's tree. */
-function ctxBin(f: Fixture): string {
-  const dir = `${f.tmp}/bin`;
-  Deno.mkdirSync(dir, { recursive: true });
-  Deno.writeTextFileSync(
-    `${dir}/ctx`,
-    `#!/bin/sh\nexec ${DENO} run -A ${HERE}ctx.ts --root ${f.root} "$@"\n`,
-  );
-  Deno.chmodSync(`${dir}/ctx`, 0o755);
-  return dir;
-}
-
-class Tmux {
-  constructor(readonly sock: string) {}
-  async run(...args: string[]): Promise<{ code: number; out: string }> {
-    const o = await new Deno.Command("tmux", {
-      args: ["-S", this.sock, ...args],
-      stdout: "piped",
-      stderr: "piped",
-    }).output();
-    return { code: o.code, out: new TextDecoder().decode(o.stdout) };
-  }
-  async screen(): Promise<string> {
-    return (await this.run("capture-pane", "-p", "-t", "t")).out;
-  }
-  async wait(pred: (s: string) => boolean, what: string): Promise<string> {
-    let s = "";
-    for (let i = 0; i < 600; i++) {
-      s = await this.screen();
-      if (pred(s)) return s;
-      await new Promise((r) => setTimeout(r, 25));
-    }
-    throw new Error(`timed out waiting for ${what}; screen:\n${s}`);
-  }
-  lines(s: string): string[] {
-    return s.split("\n").map((l) => l.trimEnd()).filter((l) => l !== "");
-  }
-}
+import { Tmux } from "./tmux.ts";
 
 Deno.test("chat: a line is answered, history recalls it, output never corrupts a line being typed, Ctrl+C cancels then exits", async () => {
   const f = await makeTree();

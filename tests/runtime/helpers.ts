@@ -131,6 +131,18 @@ export async function startDaemon(
   return { child, ready, stop: () => end("SIGTERM"), kill9: () => end("SIGKILL") };
 }
 
+/** A dir holding a `ctx` (the test entry bound to the fixture's tree) to put on PATH. */
+export function ctxBin(f: Fixture): string {
+  const dir = `${f.tmp}/bin`;
+  Deno.mkdirSync(dir, { recursive: true });
+  Deno.writeTextFileSync(
+    `${dir}/ctx`,
+    `#!/bin/sh\nexec ${DENO} run -A ${HERE}ctx.ts --root ${f.root} "$@"\n`,
+  );
+  Deno.chmodSync(`${dir}/ctx`, 0o755);
+  return dir;
+}
+
 /** Result of a CLI run. */
 export interface Output {
   code: number;

@@ -1,0 +1,142 @@
+/** A first run as a user meets it: ctx finds the tree without CTX_ROOT, and says what to do when there is none or its daemon is gone. */
+import { assertEquals } from "../assert.ts";
+import { cleanup, type Daemon, DENO, startDaemon } from "../fuse/fixture.ts";
+import * as rt from "../runtime/helpers.ts";
+import { update } from "../../src/store/generation.ts";
+
+const REPO = new URL("../..", import.meta.url).pathname.replace(/\/$/, "");
+const HINT = "start it with `sudo cortexfsd` (in a checkout: `sudo tools/deno task dev`)";
+
+/** True when this host has a live tree at /ctx (ctx would rightly use it first). */
+function systemTree(): boolean {
+  try {
+    Deno.statSync("/ctx/status");
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * A checkout of its own: `cli/ctx.ts` copied (ctx finds its checkout from its own path), `src`
+ * and `deno.json` linked. Its dev mount is `<dir>/.dev/ctx`, as `deno task dev` would make it.
+ */
+async function checkout(): Promise<
+  { dir: string; ctx: string; storage: string; mount: string; run: string }
+> {
+  const dir = await Deno.makeTempDir({ prefix: "cortexfs-checkout-" });
+  Deno.mkdirSync(`${dir}/cli`);
+  Deno.copyFileSync(`${REPO}/cli/ctx.ts`, `${dir}/cli/ctx.ts`);
+  Deno.symlinkSync(`${REPO}/src`, `${dir}/src`);
+  Deno.symlinkSync(`${REPO}/deno.json`, `${dir}/deno.json`); // what makes it a checkout
+  const dev = `${dir}/.dev`;
+  Deno.mkdirSync(`${dev}/ctx`, { recursive: true });
+  Deno.mkdirSync(`${dev}/run`);
+  return {
+    dir,
+    ctx: `${dir}/cli/ctx.ts`,
+    storage: `${dev}/storage`,
+    mount: `${dev}/ctx`,
+    run: `${dev}/run`,
+  };
+}
+
+/** Runs that checkout's ctx with a clean environment (no CTX_ROOT unless given). */
+async function ctxOf(cli: string, args: string[], env: Record<string, string> = {}) {
+  const out = await new Deno.Command(DENO, {
+    args: ["run", "-A", "--quiet", `--config=${REPO}/deno.json`, cli, ...args],
+    clearEnv: true,
+    env: { PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin", HOME: "/root", NO_COLOR: "1", ...env },
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const dec = new TextDecoder();
+  return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
+}
+
+Deno.test({
+  name:
+    "without CTX_ROOT and with nothing mounted ctx says no mount was found, where it looked, how to start one (exit 69)",
+  ignore: systemTree(),
+  async fn() {
+    const c = await checkout();
+    try {
+      const want = {
+        code: 69,
+        stdout: "",
+        stderr: `ctx: no CortexFS mount found (tried /ctx, ${c.mount}): ${HINT}, ` +
+          "or point CTX_ROOT at a tree\n",
+      };
+      assertEquals(await ctxOf(c.ctx, ["status"]), want);
+      assertEquals(await ctxOf(c.ctx, ["agent", "send", "coder", "hello"]), want);
+    } finally {
+      await Deno.remove(c.dir, { recursive: true });
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "ctx finds its checkout's running dev mount without CTX_ROOT; after kill -9 it says the mount is dead and how to recover",
+  ignore: systemTree(),
+  async fn() {
+    const c = await checkout();
+    let d: Daemon | null = null;
+    try {
+      update(c.storage, {});
+      d = await startDaemon(c, { args: ["--dev"] });
+      const st = await ctxOf(c.ctx, ["status"]);
+      assertEquals([st.code, st.stderr, st.stdout.split("\n").slice(0, 2)], [
+        0,
+        "",
+        [`root=${c.mount}`, "root_via=dev"],
+      ]);
+      const sent = await ctxOf(c.ctx, ["agent", "send", "coder", "found", "it"]);
+      assertEquals(sent, { code: 0, stdout: "found it\n", stderr: "" });
+
+      d.child.kill("SIGKILL");
+      await d.stop();
+      d = null;
+      const dead = `ctx: ENOTCONN: ${c.mount}: the CortexFS mount is dead (its daemon is gone): ` +
+        `${HINT} again; it clears the dead mount first\n`;
+      assertEquals(await ctxOf(c.ctx, ["status"]), { code: 69, stdout: "", stderr: dead });
+      assertEquals(await ctxOf(c.ctx, ["agent", "send", "coder", "hi"], { CTX_ROOT: c.mount }), {
+        code: 69,
+        stdout: "",
+        stderr: dead,
+      });
+      // Doing what it says works: the next start clears the dead mount and ctx finds it again.
+      d = await startDaemon(c, { args: ["--dev"] });
+      const again = await ctxOf(c.ctx, ["agent", "send", "coder", "back"]);
+      assertEquals(again, { code: 0, stdout: "back\n", stderr: "" });
+    } finally {
+      await cleanup(d, c);
+    }
+  },
+});
+
+Deno.test("a tree whose daemon is gone: a refused socket and a missing one say so and how to start it, never ENOENT", async () => {
+  const f = await rt.makeTree();
+  const d = await rt.startDaemon(f);
+  try {
+    assertEquals((await rt.ctx(f, ["agent", "send", "coder", "up"])).code, 0);
+    await d.kill9(); // the socket file stays behind: connecting is refused
+    assertEquals(await rt.ctx(f, ["agent", "send", "coder", "hi"]), {
+      code: 69,
+      stdout: "",
+      stderr: "ctx: EHOSTDOWN: agent/coder.sock: the daemon serving this tree is gone " +
+        `(connection refused); ${HINT} again\n`,
+    });
+    Deno.removeSync(`${f.run}/agent/coder.sock`); // as a clean stop leaves it: no socket at all
+    assertEquals(await rt.ctx(f, ["agent", "chat", "coder"]), {
+      code: 69,
+      stdout: "",
+      stderr: `ctx: EHOSTDOWN: agent/coder.sock: no daemon is serving this tree (${f.root} is ` +
+        `not a live mount, no socket): ${HINT}, then use its mount\n`,
+    });
+  } finally {
+    await d.stop();
+    await rt.cleanup(f);
+  }
+});
