@@ -46,7 +46,11 @@ Deno.test("chat: a line is answered, history recalls it, output never corrupts a
     await tm.run("send-keys", "-t", "t", "slow", "Enter");
     await new Promise((r) => setTimeout(r, 100));
     await tm.run("send-keys", "-t", "t", "-l", "half typed");
-    const s = await tm.wait((s) => s.includes("slow answer"), "the slow answer");
+    // The answer, then the prompt redrawn with the typed text (two screen updates: wait for both).
+    const s = await tm.wait(
+      (s) => s.includes("slow answer") && tm.lines(s).at(-1) === "t> half typed",
+      "the slow answer above the line being typed",
+    );
     assertEquals(tm.lines(s).slice(-2), ["slow answer", "t> half typed"]);
     await tm.run("send-keys", "-t", "t", "C-u");
     // Ctrl+C while a run is active cancels it and returns to the prompt.
