@@ -1,7 +1,7 @@
 /** FUSE kernel wire structs as field tables, the opcode table and protocol constants (pure data). */
 
 /** A field type of a kernel struct: fixed-width little-endian integers. */
-export type FieldType = "u16" | "u32" | "i32" | "u64";
+export type FieldType = "u16" | "u32" | "i32" | "u64" | "i64";
 
 /** One struct, declared once as `[name, type]` rows; size, decode and encode derive from it. */
 export interface Struct<T extends string> {
@@ -19,7 +19,7 @@ export interface Struct<T extends string> {
   write: (view: DataView, at: number, value: Partial<Record<T, number>>) => number;
 }
 
-const WIDTH: Record<FieldType, number> = { u16: 2, u32: 4, i32: 4, u64: 8 };
+const WIDTH: Record<FieldType, number> = { u16: 2, u32: 4, i32: 4, u64: 8, i64: 8 };
 const HI = 0x1_0000_0000;
 
 /**
@@ -57,6 +57,14 @@ function compile<T extends string>(
         wr.push(
           `n = ${v}; if (!(n > 0)) n = 0; view.setUint32(${o}, n >>> 0, true); ` +
             `view.setUint32(${o} + 4, (n / ${HI}) >>> 0, true);`,
+        );
+        break;
+      case "i64":
+        // signed seconds (times before 1970): the high word is floor(n / 2^32), two's complement
+        rd.push(`${f}: view.getUint32(${o}, true) + view.getInt32(${o} + 4, true) * ${HI}`);
+        wr.push(
+          `n = ${v}; view.setUint32(${o}, n >>> 0, true); ` +
+            `view.setInt32(${o} + 4, Math.floor(n / ${HI}), true);`,
         );
     }
   }
@@ -144,9 +152,9 @@ export const ATTR = struct(
     ["ino", "u64"],
     ["size", "u64"],
     ["blocks", "u64"],
-    ["atime", "u64"],
-    ["mtime", "u64"],
-    ["ctime", "u64"],
+    ["atime", "i64"],
+    ["mtime", "i64"],
+    ["ctime", "i64"],
     ["atimensec", "u32"],
     ["mtimensec", "u32"],
     ["ctimensec", "u32"],
@@ -222,9 +230,9 @@ export const SETATTR_IN = struct(
     ["fh", "u64"],
     ["size", "u64"],
     ["lock_owner", "u64"],
-    ["atime", "u64"],
-    ["mtime", "u64"],
-    ["ctime", "u64"],
+    ["atime", "i64"],
+    ["mtime", "i64"],
+    ["ctime", "i64"],
     ["atimensec", "u32"],
     ["mtimensec", "u32"],
     ["ctimensec", "u32"],
