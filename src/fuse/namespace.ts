@@ -7,12 +7,16 @@ import { putEntry, S } from "./attr.ts";
 import { baseOf, isTempName, type Kind } from "./classify.ts";
 import type { Request } from "./conn.ts";
 import type { Agents } from "./agents.ts";
-import { asCaller } from "./caller.ts";
+import { asCaller, CAP_MKNOD, holdsCap } from "./caller.ts";
 import { join } from "./nodes.ts";
 import type { Tree } from "./tree.ts";
 
 const E = ERRNO;
+/** File types mknod(2) makes: FIFOs and unix sockets (bind) for anyone, devices only with CAP_MKNOD. */
 const FIFO = 0o010000;
+const SOCK = 0o140000;
+const CHR = 0o020000;
+const BLK = 0o060000;
 
 /** True for what is an ordinary backing file or dir to a rename: home/shared, and user-tier control dirs. */
 function plain(kind: Kind, path: string): boolean {
@@ -57,7 +61,11 @@ export class Namespace {
     return r < 0 ? r : t.entry(out, s.path);
   }
 
-  /** MKNOD (regular files and FIFOs; devices need CAP_MKNOD in the backing tree anyway). */
+  /**
+   * MKNOD: regular files, FIFOs and unix sockets (what bind(2) makes) for every user, as the
+   * caller. Device nodes only for a caller holding CAP_MKNOD in this daemon's user namespace (the
+   * kernel checks it too); the mount is `nodev`, so a device made here never opens through it.
+   */
   mknod(req: Request, out: Uint8Array): number {
     const t = this.#t;
     const parent = t.path(req.nodeid);
@@ -65,10 +73,30 @@ export class Namespace {
     const s = t.structural(parent, req.names[0], { uid: req.uid });
     if (typeof s === "number") return s;
     const type = req.arg.mode & S.IFMT;
-    if (type !== S.IFREG && type !== FIFO) return -E.EPERM;
     const { mode, rdev } = req.arg;
-    const r = this.#make(req, parent, s.path, (p) => t.dir.mknod(p, { mode, dev: rdev }));
+    const make = (p: At) => t.dir.mknod(p, { mode, dev: rdev });
+    let r: number;
+    if (type === S.IFREG || type === FIFO || type === SOCK) {
+      r = this.#make(req, parent, s.path, make);
+    } else if (type === CHR || type === BLK) {
+      if (!holdsCap(req.pid, CAP_MKNOD)) return -E.EPERM;
+      // Root makes it as itself; another holder's fsuid would drop CAP_MKNOD, so the daemon
+      // makes it and gives it to them (the parent reached without symlinks, the name not followed).
+      r = req.uid === 0 ? this.#make(req, parent, s.path, make) : this.#given(req, s.path, make);
+    } else {
+      return -E.EPERM;
+    }
     return r < 0 ? r : t.entry(out, s.path);
+  }
+
+  /** Makes `path` as the daemon, then gives it to the caller: 0 or -errno. */
+  #given(req: Request, path: string, make: (at: At) => number): number {
+    const t = this.#t;
+    const p = t.at(path);
+    if (typeof p === "number") return p;
+    const r = make(p);
+    if (r === 0) t.dir.lchown(p, { uid: req.uid, gid: req.gid });
+    return r;
   }
 
   /** MKDIR. */
