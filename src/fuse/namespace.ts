@@ -4,7 +4,7 @@ import { ERRNO } from "../abi/errno.ts";
 import * as libc from "../sys/libc.ts";
 import type { At } from "../sys/dir.ts";
 import { putEntry, S } from "./attr.ts";
-import { baseOf, isTempName, type Kind } from "./classify.ts";
+import { baseOf, isTempName } from "./classify.ts";
 import type { Request } from "./conn.ts";
 import type { Agents } from "./agents.ts";
 import { asCaller, CAP_MKNOD, holdsCap } from "./caller.ts";
@@ -17,11 +17,6 @@ const FIFO = 0o010000;
 const SOCK = 0o140000;
 const CHR = 0o020000;
 const BLK = 0o060000;
-
-/** True for what is an ordinary backing file or dir to a rename: home/shared, and user-tier control dirs. */
-function plain(kind: Kind, path: string): boolean {
-  return kind === "rw" || (kind === "cdir" && path.startsWith("home/"));
-}
 
 /** The name operations, over the shared {@link Tree}. */
 export class Namespace {
@@ -163,7 +158,7 @@ export class Namespace {
     const from = join(fromDir, req.names[0]);
     const to = join(toDir, req.names[1]);
     const fk = t.kind(from), tk = t.kind(to);
-    if (plain(fk, from) && plain(tk, to)) {
+    if (fk === "rw" && tk === "rw") {
       if (toDir === "home" && req.uid !== 0) return -E.EACCES; // home/ holds only uid dirs
       const [f, g] = [t.at(from), t.at(to)];
       if (typeof f === "number") return f;

@@ -332,9 +332,7 @@ export class Tree {
       return -E.EACCES;
     }
     const kind = this.kind(path);
-    // A user makes the control dirs of their own tools and models (home/<uid>/{tool,model}/<n>.d).
-    if (kind === "rw" || (kind === "cdir" && path.startsWith("home/"))) return { kind, path };
-    return -E.EROFS;
+    return kind === "rw" ? { kind, path } : -E.EROFS;
   }
 
   /** Registers a handle; returns its fh. */
