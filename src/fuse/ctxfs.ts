@@ -53,7 +53,7 @@ export class CtxFs implements FileSystem {
       [OP.OPENDIR]: (r, out) => dirs.opendir(r, out),
       [OP.READDIR]: (r, out) => dirs.readdir(r, out),
       [OP.RELEASEDIR]: (r) => dirs.releasedir(r),
-      [OP.FSYNCDIR]: () => 0,
+      [OP.FSYNCDIR]: (r) => dirs.fsyncdir(r),
       [OP.ACCESS]: (r) => (t.path(r.nodeid) === null ? -E.ENOENT : 0),
       [OP.CREATE]: (r, out) => files.create(r, out),
       [OP.GETXATTR]: (r, out) => xattrs.getxattr(r, out),

@@ -21,7 +21,8 @@ os.unlink(d + "/sock")
 `;
 
 Deno.test({
-  name: "mknod: bind() of a unix socket and mkfifo work for root and uid 1000; devices need CAP_MKNOD and stay unusable (nodev)",
+  name:
+    "mknod: bind() of a unix socket and mkfifo work for root and uid 1000; devices need CAP_MKNOD and stay unusable (nodev)",
   ignore: PYTHON === null,
   fn: () =>
     withMount(async ({ tree, home }) => {
