@@ -99,12 +99,19 @@ export class CtxFs implements FileSystem {
     const h = req.arg.getattr_flags & GETATTR_FH ? t.handles.get(req.arg.fh) : undefined;
     const node = t.nodes.get(req.nodeid);
     const path = node?.path ?? null;
-    if (h?.t === "fd" && (path === null || t.kind(path) === "rw" || t.kind(path) === "stage")) {
+    if (h?.t === "fd" && path !== null && (t.kind(path) === "rw" || t.kind(path) === "stage")) {
       const st = libc.fstat(h.fd);
       if (typeof st === "number") return st;
-      return putAttr(out, { attr: fromStat(st), ttl: path === null ? 0 : t.ttl("rw", path) });
+      return putAttr(out, { attr: fromStat(st), ttl: t.ttl("rw", path) });
     }
-    if (path === null) return -E.ENOENT;
+    if (path === null) {
+      // Every name is gone (unlinked, replaced by a rename) but the file is open: its attributes
+      // are the open file's (nlink 0). fstat(2) comes without an fh: any handle on the node.
+      const fd = t.openFd(req.nodeid, h?.t === "fd" ? req.arg.fh : undefined);
+      if (fd === null) return -E.ENOENT;
+      const st = libc.fstat(fd);
+      return typeof st === "number" ? st : putAttr(out, { attr: fromStat(st), ttl: 0 });
+    }
     const info = t.nodeInfo(node as Node & { path: string }); // path !== null above
     const a = t.stat(path, info);
     if (typeof a === "number") {

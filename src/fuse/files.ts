@@ -22,6 +22,18 @@ const KEEP = libc.O.ACCMODE | libc.O.APPEND | libc.O.TRUNC | 0o4010000;
 /** `fuse_open_out.open_flags`: FOPEN_DIRECT_IO, for everything whose bytes are not a plain file's. */
 const DIRECT = 1;
 
+/** The `[sec, nsec]` pairs of a SETATTR's atime and mtime (UTIME_NOW / UTIME_OMIT by its valid bits). */
+// deno-lint-ignore no-explicit-any
+function times(a: any): [[number, number], [number, number]] {
+  const v = a.valid;
+  const ts = (set: number, now: number, s: number, ns: number): [number, number] =>
+    v & now ? [0, UTIME.NOW] : v & set ? [s, ns] : [0, UTIME.OMIT];
+  return [
+    ts(FATTR.ATIME, FATTR.ATIME_NOW, a.atime, a.atimensec),
+    ts(FATTR.MTIME, FATTR.MTIME_NOW, a.mtime, a.mtimensec),
+  ];
+}
+
 /** The file operations, over the shared {@link Tree}. */
 export class Files {
   #t: Tree;
@@ -76,7 +88,7 @@ export class Files {
         if (kind === "ro" && (writing || flags & libc.O.TRUNC)) return -E.EROFS;
         const fd = this.#openFile(path, flags & KEEP);
         if (fd < 0) return fd;
-        return t.openOut(out, 0, t.fh({ t: "fd", fd }), 0);
+        return t.openOut(out, 0, t.fh({ t: "fd", fd, node: t.nodes.get(req.nodeid) }), 0);
       }
       case "status":
       case "launcher": {
@@ -149,7 +161,7 @@ export class Files {
       libc.close(fd);
       return n;
     }
-    return t.openOut(out, n, t.fh({ t: "fd", fd }), 0);
+    return t.openOut(out, n, t.fh({ t: "fd", fd, node: t.nodes.at(path) }), 0);
   }
 
   /** CREATE in a control directory: an in-memory temp (editors, `sed -i`), or a known control. */
@@ -271,13 +283,12 @@ export class Files {
     const path = t.path(req.nodeid);
     const h = v & FATTR.FH ? t.handles.get(a.fh) : undefined;
     if (path === null) {
-      // an unlinked file still open: through its handle
-      if (h?.t !== "fd") return -E.ENOENT;
-      if (v & FATTR.SIZE) {
-        const r = libc.ftruncate(h.fd, a.size);
-        if (r < 0) return r;
-      }
-      const st = libc.fstat(h.fd);
+      // an unlinked file still open: through its open file, as the caller
+      const fd = t.openFd(req.nodeid, v & FATTR.FH ? a.fh : undefined);
+      if (fd === null) return -E.ENOENT;
+      const r = asCaller(req, () => this.#fsetattr(fd, a));
+      if (r < 0) return r;
+      const st = libc.fstat(fd);
       return typeof st === "number" ? st : putAttr(out, { attr: fromStat(st), ttl: 0 });
     }
     const kind = t.kind(path);
@@ -329,6 +340,30 @@ export class Files {
     return t.attrReply(out, path);
   }
 
+  /** SETATTR on an open file that has no name left: fchmod, fchown, ftruncate, futimens; 0 or -errno. */
+  // deno-lint-ignore no-explicit-any
+  #fsetattr(fd: number, a: any): number {
+    const v = a.valid;
+    if (v & FATTR.MODE) {
+      const r = libc.fchmod(fd, a.mode & 0o7777);
+      if (r < 0) return r;
+    }
+    if (v & (FATTR.UID | FATTR.GID)) {
+      const r = libc.fchown(fd, v & FATTR.UID ? a.uid : -1, v & FATTR.GID ? a.gid : -1);
+      if (r < 0) return r;
+    }
+    if (v & FATTR.SIZE) {
+      const r = libc.ftruncate(fd, a.size);
+      if (r < 0) return r;
+    }
+    if (v & (FATTR.ATIME | FATTR.MTIME | FATTR.ATIME_NOW | FATTR.MTIME_NOW)) {
+      const [at, mt] = times(a);
+      const r = libc.futimens(fd, at, mt);
+      if (r < 0) return r;
+    }
+    return 0;
+  }
+
   /** The backing half of SETATTR on a name (chmod, chown, truncate, utimens): 0 or -errno. */
   // deno-lint-ignore no-explicit-any
   #setattr(p: At, a: any, h: Handle | undefined): number {
@@ -348,12 +383,8 @@ export class Files {
       if (r < 0) return r;
     }
     if (v & (FATTR.ATIME | FATTR.MTIME | FATTR.ATIME_NOW | FATTR.MTIME_NOW)) {
-      const ts = (set: number, now: number, s: number, ns: number): [number, number] =>
-        v & now ? [0, UTIME.NOW] : v & set ? [s, ns] : [0, UTIME.OMIT];
-      const r = t.dir.utimens(p, {
-        atime: ts(FATTR.ATIME, FATTR.ATIME_NOW, a.atime, a.atimensec),
-        mtime: ts(FATTR.MTIME, FATTR.MTIME_NOW, a.mtime, a.mtimensec),
-      });
+      const [atime, mtime] = times(a);
+      const r = t.dir.utimens(p, { atime, mtime });
       if (r < 0) return r;
     }
     return 0;

@@ -42,7 +42,8 @@ export interface CtxFsOptions {
 
 /** What an open file handle serves. */
 export type Handle =
-  | { t: "fd"; fd: number }
+  /** A backing file; `node`: the node it was opened on (its attributes once every name is gone). */
+  | { t: "fd"; fd: number; node?: Node }
   | { t: "bytes"; data: Uint8Array }
   | { t: "control"; fd: number; writer: ControlWriter | null }
   | { t: "temp"; temp: Temp }
@@ -333,6 +334,20 @@ export class Tree {
     }
     const kind = this.kind(path);
     return kind === "rw" ? { kind, path } : -E.EROFS;
+  }
+
+  /**
+   * The open backing fd of node `id` when it has no name left (unlinked, or replaced by a rename
+   * while open): what its attributes and changes go through. The kernel sends no fh for fstat,
+   * fchmod, futimens; any open handle on the node is the same file.
+   */
+  openFd(id: number, fh?: number): number | null {
+    const byFh = fh === undefined ? undefined : this.handles.get(fh);
+    if (byFh?.t === "fd") return byFh.fd;
+    const n = this.nodes.get(id);
+    if (n === undefined) return null;
+    for (const h of this.handles.values()) if (h.t === "fd" && h.node === n) return h.fd;
+    return null;
   }
 
   /** Registers a handle; returns its fh. */

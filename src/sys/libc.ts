@@ -18,6 +18,8 @@ const lib = Deno.dlopen("libc.so.6", {
   fstat: { parameters: ["i32", "buffer"], result: "i32" },
   ftruncate: { parameters: ["i32", "i64"], result: "i32" },
   fchown: { parameters: ["i32", "u32", "u32"], result: "i32" },
+  fchmod: { parameters: ["i32", "u32"], result: "i32" },
+  futimens: { parameters: ["i32", "buffer"], result: "i32" },
   fsync: { parameters: ["i32"], result: "i32" },
   fsync_async: { name: "fsync", parameters: ["i32"], result: "i32", nonblocking: true },
   fdatasync: { parameters: ["i32"], result: "i32" },
@@ -238,6 +240,22 @@ export function ftruncate(fd: number, size: number): number {
 /** fchown(2): 0 or -errno. */
 export function fchown(fd: number, uid: number, gid: number): number {
   return ret(sym.fchown(fd, uid >>> 0, gid >>> 0));
+}
+
+/** fchmod(2): 0 or -errno. */
+export function fchmod(fd: number, mode: number): number {
+  return ret(sym.fchmod(fd, mode));
+}
+
+const tsBuf = new BigInt64Array(4);
+const tsBytes = new Uint8Array(tsBuf.buffer);
+/** futimens(3): `[sec, nsec]` pairs (nsec may be UTIME_NOW/UTIME_OMIT); 0 or -errno. */
+export function futimens(fd: number, atime: [number, number], mtime: [number, number]): number {
+  tsBuf[0] = BigInt(atime[0]);
+  tsBuf[1] = BigInt(atime[1]);
+  tsBuf[2] = BigInt(mtime[0]);
+  tsBuf[3] = BigInt(mtime[1]);
+  return ret(sym.futimens(fd, tsBytes));
 }
 
 /** fsync(2) / fdatasync(2): 0 or -errno. */
