@@ -558,7 +558,19 @@ export const INIT = {
   PARALLEL_DIROPS: 1 << 18,
   MAX_PAGES: 1 << 22,
   CACHE_SYMLINKS: 1 << 23,
+  /**
+   * The server clears setuid/setgid (and file capabilities) on write, truncate and chown, as the
+   * VFS does: the kernel flags the requests of callers without CAP_FSETID (below) instead of
+   * sending the writer's own SETATTR of the mode first, and stops asking for
+   * `security.capability` before every write.
+   */
+  HANDLE_KILLPRIV_V2: 1 << 28,
 } as const;
+
+/** `fuse_write_in.write_flags`: the writer lacks CAP_FSETID, clear setuid/setgid. */
+export const WRITE_KILL_SUIDGID = 1 << 2;
+/** `fuse_open_in.open_flags` / `fuse_create_in.open_flags`: O_TRUNC by a caller without CAP_FSETID. */
+export const OPEN_KILL_SUIDGID = 1 << 0;
 
 /** `fuse_setattr_in.valid` bits. */
 export const FATTR = {
@@ -573,6 +585,8 @@ export const FATTR = {
   MTIME_NOW: 1 << 8,
   LOCKOWNER: 1 << 9,
   CTIME: 1 << 10,
+  /** With HANDLE_KILLPRIV_V2: clear setuid/setgid (truncate without CAP_FSETID, chown). */
+  KILL_SUIDGID: 1 << 11,
 } as const;
 
 /** `fuse_open_out.open_flags` bits. */

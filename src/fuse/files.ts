@@ -1,5 +1,5 @@
 /** File handles: OPEN/CREATE/READ/WRITE/FLUSH/FSYNC/RELEASE and SETATTR, for backing files, controls, temps and virtual files. */
-import { encode, FATTR, WRITE_OUT } from "../abi/fuse.ts";
+import { encode, FATTR, OPEN_KILL_SUIDGID, WRITE_KILL_SUIDGID, WRITE_OUT } from "../abi/fuse.ts";
 import { ERRNO } from "../abi/errno.ts";
 import * as libc from "../sys/libc.ts";
 import { type At, UTIME } from "../sys/dir.ts";
@@ -21,6 +21,29 @@ const ESTALE = 116;
 const KEEP = libc.O.ACCMODE | libc.O.APPEND | libc.O.TRUNC | 0o4010000;
 /** `fuse_open_out.open_flags`: FOPEN_DIRECT_IO, for everything whose bytes are not a plain file's. */
 const DIRECT = 1;
+
+const SECURITY_CAPABILITY = libc.cstr("security.capability");
+const S_ISUID = 0o4000;
+const S_IXGRP = 0o010;
+
+/**
+ * What the VFS does on a write or truncate by a caller without CAP_FSETID, done by the daemon on
+ * the open backing file (HANDLE_KILLPRIV_V2: the kernel flags such requests, spec/fuse.md
+ * "Ownership and modes"): clears setuid, setgid when the file is group-executable (setgid without
+ * it marks mandatory locking and stays), and file capabilities. Only on the fd the request's
+ * write or truncate goes through, never by name. 0 or -errno.
+ */
+function killPriv(fd: number): number {
+  const st = libc.fstat(fd);
+  if (typeof st === "number") return st;
+  if ((st.mode & S.IFMT) !== S.IFREG) return 0;
+  const old = st.mode & 0o7777;
+  let mode = old & ~S_ISUID;
+  if ((mode & (S.ISGID | S_IXGRP)) === (S.ISGID | S_IXGRP)) mode &= ~S.ISGID;
+  const x = libc.fremovexattr(fd, SECURITY_CAPABILITY);
+  if (x < 0 && x !== -E.ENODATA && x !== -E.ENOTSUP) return x;
+  return mode === old ? 0 : libc.fchmod(fd, mode);
+}
 
 /** The `[sec, nsec]` pairs of a SETATTR's atime and mtime (UTIME_NOW / UTIME_OMIT by its valid bits). */
 // deno-lint-ignore no-explicit-any
@@ -88,6 +111,13 @@ export class Files {
         if (kind === "ro" && (writing || flags & libc.O.TRUNC)) return -E.EROFS;
         const fd = this.#openFile(path, flags & KEEP);
         if (fd < 0) return fd;
+        if (flags & libc.O.TRUNC && req.arg.open_flags & OPEN_KILL_SUIDGID) {
+          const k = killPriv(fd);
+          if (k < 0) {
+            libc.close(fd);
+            return k;
+          }
+        }
         return t.openOut(out, 0, t.fh({ t: "fd", fd, node: t.nodes.get(req.nodeid) }), 0);
       }
       case "status":
@@ -154,6 +184,13 @@ export class Files {
     }
     if (fd === -E.EEXIST && !(flags & libc.O.EXCL)) {
       fd = this.#openFile(path, flags & KEEP); // appeared meanwhile: open it
+      if (fd >= 0 && flags & libc.O.TRUNC && req.arg.open_flags & OPEN_KILL_SUIDGID) {
+        const k = killPriv(fd);
+        if (k < 0) {
+          libc.close(fd);
+          return k;
+        }
+      }
     }
     if (fd < 0) return fd;
     const n = t.entry(out, path);
@@ -231,6 +268,11 @@ export class Files {
     let n: number;
     switch (h.t) {
       case "fd":
+        // a writer without CAP_FSETID: set-id bits go first, as file_remove_privs() does
+        if (req.arg.write_flags & WRITE_KILL_SUIDGID) {
+          const k = killPriv(h.fd);
+          if (k < 0) return k;
+        }
         n = libc.pwrite(h.fd, req.data, req.arg.offset);
         break;
       case "control":
@@ -288,6 +330,10 @@ export class Files {
       if (fd === null) return -E.ENOENT;
       const r = asCaller(req, () => this.#fsetattr(fd, a));
       if (r < 0) return r;
+      if (v & FATTR.SIZE && v & FATTR.KILL_SUIDGID) {
+        const k = killPriv(fd);
+        if (k < 0) return k;
+      }
       const st = libc.fstat(fd);
       return typeof st === "number" ? st : putAttr(out, { attr: fromStat(st), ttl: 0 });
     }
@@ -333,10 +379,22 @@ export class Files {
     // In home/shared as the caller: the kernel checked ownership and modes on the node it knows;
     // the backing call re-checks them on whatever the name is now. Under agent/ (a control dir
     // being made, a staged entry) the backing tree is root's and the rules above decided.
-    const r = kind === "rw" && making === null
-      ? asCaller(req, () => this.#setattr(p, a, h))
-      : this.#setattr(p, a, h);
-    if (r < 0) return r;
+    // A truncate by name opens the file (as the caller): that fd is where a kill of set-id bits
+    // goes afterwards, as the daemon (a chown clears them in the backing kernel itself).
+    const opened = { fd: -1 };
+    try {
+      const r = kind === "rw" && making === null
+        ? asCaller(req, () => this.#setattr(p, a, h, opened))
+        : this.#setattr(p, a, h, opened);
+      if (r < 0) return r;
+      if (v & FATTR.SIZE && v & FATTR.KILL_SUIDGID) {
+        const fd = h?.t === "fd" ? h.fd : opened.fd;
+        const k = fd >= 0 ? killPriv(fd) : 0;
+        if (k < 0) return k;
+      }
+    } finally {
+      if (opened.fd >= 0) libc.close(opened.fd);
+    }
     return t.attrReply(out, path);
   }
 
@@ -366,7 +424,7 @@ export class Files {
 
   /** The backing half of SETATTR on a name (chmod, chown, truncate, utimens): 0 or -errno. */
   // deno-lint-ignore no-explicit-any
-  #setattr(p: At, a: any, h: Handle | undefined): number {
+  #setattr(p: At, a: any, h: Handle | undefined, opened: { fd: number }): number {
     const t = this.#t;
     const v = a.valid;
     if (v & FATTR.MODE) {
@@ -379,7 +437,13 @@ export class Files {
       if (r < 0) return r;
     }
     if (v & FATTR.SIZE) {
-      const r = h?.t === "fd" ? libc.ftruncate(h.fd, a.size) : t.dir.truncate(p, a.size);
+      let fd = h?.t === "fd" ? h.fd : -1;
+      if (fd < 0) {
+        // no truncateat(2): opened O_NOFOLLOW | O_NONBLOCK, kept for the caller (see setattr)
+        fd = opened.fd = t.dir.open(p, libc.O.WRONLY | libc.O.NONBLOCK);
+        if (fd < 0) return fd;
+      }
+      const r = libc.ftruncate(fd, a.size);
       if (r < 0) return r;
     }
     if (v & (FATTR.ATIME | FATTR.MTIME | FATTR.ATIME_NOW | FATTR.MTIME_NOW)) {

@@ -19,6 +19,7 @@ const lib = Deno.dlopen("libc.so.6", {
   ftruncate: { parameters: ["i32", "i64"], result: "i32" },
   fchown: { parameters: ["i32", "u32", "u32"], result: "i32" },
   fchmod: { parameters: ["i32", "u32"], result: "i32" },
+  fremovexattr: { parameters: ["i32", "buffer"], result: "i32" },
   futimens: { parameters: ["i32", "buffer"], result: "i32" },
   fsync: { parameters: ["i32"], result: "i32" },
   fsync_async: { name: "fsync", parameters: ["i32"], result: "i32", nonblocking: true },
@@ -240,6 +241,11 @@ export function ftruncate(fd: number, size: number): number {
 /** fchown(2): 0 or -errno. */
 export function fchown(fd: number, uid: number, gid: number): number {
   return ret(sym.fchown(fd, uid >>> 0, gid >>> 0));
+}
+
+/** fremovexattr(2) of `name` (NUL-terminated): 0 or -errno. */
+export function fremovexattr(fd: number, name: Uint8Array): number {
+  return ret(sym.fremovexattr(fd, name));
 }
 
 /** fchmod(2): 0 or -errno. */
