@@ -367,6 +367,29 @@ export const FSYNC_IN = struct(
     ["padding", "u32"],
   ] as const,
 );
+/** `struct fuse_fallocate_in` (32). */
+export const FALLOCATE_IN = struct(
+  "fuse_fallocate_in",
+  [
+    ["fh", "u64"],
+    ["offset", "u64"],
+    ["length", "u64"],
+    ["mode", "u32"],
+    ["padding", "u32"],
+  ] as const,
+);
+/** `struct fuse_lseek_in` (24): only SEEK_DATA and SEEK_HOLE reach the server. */
+export const LSEEK_IN = struct(
+  "fuse_lseek_in",
+  [
+    ["fh", "u64"],
+    ["offset", "u64"],
+    ["whence", "u32"],
+    ["padding", "u32"],
+  ] as const,
+);
+/** `struct fuse_lseek_out` (8). */
+export const LSEEK_OUT = struct("fuse_lseek_out", [["offset", "u64"]] as const);
 /** `struct fuse_getxattr_in` (8); the name follows. LISTXATTR uses it too. */
 export const GETXATTR_IN = struct(
   "fuse_getxattr_in",
@@ -492,13 +515,13 @@ export const OPCODES: Readonly<Record<number, OpSpec>> = {
   39: { name: "IOCTL", names: 0, reply: true },
   40: { name: "POLL", names: 0, reply: true },
   42: { name: "BATCH_FORGET", input: BATCH_FORGET_IN, names: 0, reply: false },
-  43: { name: "FALLOCATE", names: 0, reply: true },
+  43: { name: "FALLOCATE", input: FALLOCATE_IN, names: 0, reply: true },
   44: { name: "READDIRPLUS", input: READ_IN, names: 0, reply: true },
   45: { name: "RENAME2", input: RENAME2_IN, names: 2, reply: true },
-  46: { name: "LSEEK", names: 0, reply: true },
+  46: { name: "LSEEK", input: LSEEK_IN, names: 0, reply: true },
   47: { name: "COPY_FILE_RANGE", names: 0, reply: true },
   50: { name: "SYNCFS", names: 0, reply: true },
-  51: { name: "TMPFILE", names: 0, reply: true },
+  51: { name: "TMPFILE", input: CREATE_IN, names: 1, reply: true },
   52: { name: "STATX", names: 0, reply: true },
 };
 
@@ -537,8 +560,11 @@ export const OP = {
   INTERRUPT: 36,
   DESTROY: 38,
   BATCH_FORGET: 42,
+  FALLOCATE: 43,
   READDIRPLUS: 44,
   RENAME2: 45,
+  LSEEK: 46,
+  TMPFILE: 51,
   STATX: 52,
 } as const;
 

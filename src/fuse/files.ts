@@ -1,5 +1,12 @@
 /** File handles: OPEN/CREATE/READ/WRITE/FLUSH/FSYNC/RELEASE and SETATTR, for backing files, controls, temps and virtual files. */
-import { encode, FATTR, OPEN_KILL_SUIDGID, WRITE_KILL_SUIDGID, WRITE_OUT } from "../abi/fuse.ts";
+import {
+  encode,
+  FATTR,
+  LSEEK_OUT,
+  OPEN_KILL_SUIDGID,
+  WRITE_KILL_SUIDGID,
+  WRITE_OUT,
+} from "../abi/fuse.ts";
 import { ERRNO } from "../abi/errno.ts";
 import * as libc from "../sys/libc.ts";
 import { type At, UTIME } from "../sys/dir.ts";
@@ -199,6 +206,68 @@ export class Files {
       return n;
     }
     return t.openOut(out, n, t.fh({ t: "fd", fd, node: t.nodes.at(path) }), 0);
+  }
+
+  /**
+   * TMPFILE (open(2) with O_TMPFILE) in a home/shared directory: an unnamed backing file made as
+   * the caller (born theirs), served through a node without a name until LINK gives it one. A
+   * control directory answers EOPNOTSUPP (callers fall back to a named temp, kept in memory).
+   */
+  tmpfile(req: Request, out: Uint8Array): number {
+    const t = this.#t;
+    const dir = t.path(req.nodeid);
+    if (dir === null) return -E.ENOENT;
+    const kind = t.kind(dir);
+    if (kind === "cdir") return -E.ENOTSUP;
+    if (kind !== "rw") return dir === "" ? -E.EACCES : -E.EROFS;
+    const p = t.at(dir);
+    if (typeof p === "number") return p;
+    // O_EXCL kept: such a file can never be linked (open(2))
+    const flags = (req.arg.flags & (KEEP | libc.O.EXCL) & ~libc.O.TRUNC) | libc.O.TMPFILE;
+    const fd = asCaller(req, () => t.dir.open(p, flags, req.arg.mode & 0o7777));
+    if (fd < 0) return fd;
+    const st = libc.fstat(fd);
+    if (typeof st === "number") {
+      libc.close(fd);
+      return st;
+    }
+    const node = t.nodes.anon();
+    const n = putEntry(out, { nodeid: node.id, attr: fromStat(st), ttl: 0 });
+    return t.openOut(out, n, t.fh({ t: "fd", fd, node }), 0);
+  }
+
+  /** FALLOCATE on a backing file (allocate, keep size, punch a hole, zero a range): what the backing file system answers. */
+  fallocate(req: Request): number {
+    const h = this.#t.handles.get(req.arg.fh);
+    if (!h) return -E.EBADF;
+    // not ENOSYS: that would turn fallocate off for the whole mount
+    if (h.t !== "fd") return -E.ENOTSUP;
+    const { mode, offset, length } = req.arg;
+    return libc.fallocate(h.fd, mode, offset, length);
+  }
+
+  /** LSEEK (SEEK_DATA / SEEK_HOLE only): the backing file's answer; in-memory content has no holes. */
+  lseek(req: Request, out: Uint8Array): number {
+    const h = this.#t.handles.get(req.arg.fh);
+    if (!h) return -E.EBADF;
+    const { offset, whence } = req.arg;
+    let r: number;
+    const fd = h.t === "fd" || (h.t === "control" && !h.writer) ? h.fd : -1;
+    if (fd >= 0) r = libc.lseek(fd, offset, whence);
+    else {
+      const size = h.t === "temp"
+        ? h.temp.len
+        : h.t === "bytes"
+        ? h.data.length
+        : h.t === "control" && h.writer
+        ? h.writer.len
+        : 0;
+      if (offset >= size) r = -E.ENXIO;
+      else r = whence === libc.SEEK.DATA ? offset : whence === libc.SEEK.HOLE ? size : -E.EINVAL;
+    }
+    if (r < 0) return r;
+    const [v, o] = outView(out);
+    return encode(LSEEK_OUT, v, o, { offset: r }) - o;
   }
 
   /** CREATE in a control directory: an in-memory temp (editors, `sed -i`), or a known control. */

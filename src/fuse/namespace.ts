@@ -198,20 +198,29 @@ export class Namespace {
     return -E.EROFS;
   }
 
-  /** LINK (hard links inside home/shared). */
+  /**
+   * LINK (hard links inside home/shared). A file without a name (O_TMPFILE, or unlinked while
+   * open) is linked through its open fd (`linkat` of `/proc/self/fd/<fd>`), as the caller.
+   */
   link(req: Request, out: Uint8Array): number {
     const t = this.#t;
     const from = t.path(req.arg.oldnodeid);
     const parent = t.path(req.nodeid);
-    if (from === null || parent === null) return -E.ENOENT;
+    if (parent === null) return -E.ENOENT;
+    const open = from === null ? t.openFd(req.arg.oldnodeid) : null;
+    if (from === null && open === null) return -E.ENOENT;
     const s = t.structural(parent, req.names[0], { uid: req.uid });
     if (typeof s === "number") return s;
-    if (t.kind(from) !== "rw") return -E.EXDEV;
-    const f = t.at(from);
-    if (typeof f === "number") return f;
+    if (from !== null && t.kind(from) !== "rw") return -E.EXDEV;
     const g = t.at(s.path);
     if (typeof g === "number") return g;
-    const r = asCaller(req, () => t.dir.link(f, g));
+    let r: number;
+    if (open !== null) r = asCaller(req, () => t.dir.linkFd(open, g));
+    else {
+      const f = t.at(from as string); // from !== null: open is null only then
+      if (typeof f === "number") return f;
+      r = asCaller(req, () => t.dir.link(f, g));
+    }
     if (r < 0) return r;
     const a = t.stat(s.path);
     if (typeof a === "number") return a;

@@ -53,6 +53,8 @@ const lib = Deno.dlopen("libc.so.6", {
 const sym = lib.symbols;
 const NOFOLLOW = 0x100; // AT_SYMLINK_NOFOLLOW
 const REMOVEDIR = 0x200; // AT_REMOVEDIR
+const SYMLINK_FOLLOW = 0x400; // AT_SYMLINK_FOLLOW
+const AT_FDCWD = -100;
 const SYS_OPENAT2: Record<string, bigint> = { x86_64: 437n, aarch64: 437n };
 // setxattrat, getxattrat, listxattrat, removexattrat: one number on every architecture (6.13+)
 const SYS_XATTRAT = { set: 463n, get: 464n, list: 465n, remove: 466n } as const;
@@ -187,6 +189,15 @@ export class Dir {
   readlink(at: At): Uint8Array | number {
     const n = sym.readlinkat(at.fd, at.name, linkBuf, LINK_SIZE);
     return n < 0 ? -errno() : linkBuf.slice(0, n);
+  }
+  /**
+   * linkat(2) giving the open file `fd` (an O_TMPFILE file, or one whose names are gone) the name
+   * `to`: through this process's own `/proc/self/fd/<fd>` magic link (AT_SYMLINK_FOLLOW), which
+   * names the open file itself, not a path anyone can change; 0 or -errno.
+   */
+  linkFd(fd: number, to: At): number {
+    const proc = new TextEncoder().encode(`/proc/self/fd/${fd}\0`);
+    return ret(sym.linkat(AT_FDCWD, proc, to.fd, to.name, SYMLINK_FOLLOW));
   }
   /** linkat(2) without following `from`: 0 or -errno. */
   link(from: At, to: At): number {
