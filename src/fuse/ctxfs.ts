@@ -110,7 +110,7 @@ export class CtxFs implements FileSystem {
     if (path === null) {
       // Every name is gone (unlinked, replaced by a rename) but the file is open: its attributes
       // are the open file's (nlink 0). fstat(2) comes without an fh: any handle on the node.
-      const fd = t.openFd(req.nodeid, h?.t === "fd" ? req.arg.fh : undefined);
+      const fd = t.openFd(req.nodeid, { fh: h?.t === "fd" ? req.arg.fh : undefined });
       if (fd === null) return -E.ENOENT;
       const st = libc.fstat(fd);
       return typeof st === "number" ? st : putAttr(out, { attr: fromStat(st), ttl: 0 });

@@ -125,7 +125,8 @@ export class Files {
             return k;
           }
         }
-        return t.openOut(out, 0, t.fh({ t: "fd", fd, node: t.nodes.get(req.nodeid) }), 0);
+        const node = t.nodes.get(req.nodeid);
+        return t.openOut(out, 0, t.fh({ t: "fd", fd, node, plain: kind === "rw" }), 0);
       }
       case "status":
       case "launcher": {
@@ -205,7 +206,8 @@ export class Files {
       libc.close(fd);
       return n;
     }
-    return t.openOut(out, n, t.fh({ t: "fd", fd, node: t.nodes.at(path) }), 0);
+    const node = t.nodes.at(path);
+    return t.openOut(out, n, t.fh({ t: "fd", fd, node, plain: kind === "rw" }), 0);
   }
 
   /**
@@ -233,7 +235,7 @@ export class Files {
     }
     const node = t.nodes.anon();
     const n = putEntry(out, { nodeid: node.id, attr: fromStat(st), ttl: 0 });
-    return t.openOut(out, n, t.fh({ t: "fd", fd, node }), 0);
+    return t.openOut(out, n, t.fh({ t: "fd", fd, node, plain: true }), 0);
   }
 
   /** FALLOCATE on a backing file (allocate, keep size, punch a hole, zero a range): what the backing file system answers. */
@@ -395,7 +397,7 @@ export class Files {
     const h = v & FATTR.FH ? t.handles.get(a.fh) : undefined;
     if (path === null) {
       // an unlinked file still open: through its open file, as the caller
-      const fd = t.openFd(req.nodeid, v & FATTR.FH ? a.fh : undefined);
+      const fd = t.openFd(req.nodeid, { fh: v & FATTR.FH ? a.fh : undefined });
       if (fd === null) return -E.ENOENT;
       const r = asCaller(req, () => this.#fsetattr(fd, a));
       if (r < 0) return r;

@@ -59,7 +59,9 @@ export class Namespace {
   /**
    * MKNOD: regular files, FIFOs and unix sockets (what bind(2) makes) for every user, as the
    * caller. Device nodes only for a caller holding CAP_MKNOD in this daemon's user namespace (the
-   * kernel checks it too); the mount is `nodev`, so a device made here never opens through it.
+   * kernel checks it too), also made as the caller: root makes them; another holder's fsuid drops
+   * CAP_MKNOD in the backing call (EPERM), since giving them a node made by the daemon would take
+   * a chown by name. The mount is `nodev`: a device made here never opens through it.
    */
   mknod(req: Request, out: Uint8Array): number {
     const t = this.#t;
@@ -68,30 +70,12 @@ export class Namespace {
     const s = t.structural(parent, req.names[0], { uid: req.uid });
     if (typeof s === "number") return s;
     const type = req.arg.mode & S.IFMT;
+    const device = type === CHR || type === BLK;
+    if (!device && type !== S.IFREG && type !== FIFO && type !== SOCK) return -E.EPERM;
+    if (device && !holdsCap(req.pid, CAP_MKNOD)) return -E.EPERM;
     const { mode, rdev } = req.arg;
-    const make = (p: At) => t.dir.mknod(p, { mode, dev: rdev });
-    let r: number;
-    if (type === S.IFREG || type === FIFO || type === SOCK) {
-      r = this.#make(req, parent, s.path, make);
-    } else if (type === CHR || type === BLK) {
-      if (!holdsCap(req.pid, CAP_MKNOD)) return -E.EPERM;
-      // Root makes it as itself; another holder's fsuid would drop CAP_MKNOD, so the daemon
-      // makes it and gives it to them (the parent reached without symlinks, the name not followed).
-      r = req.uid === 0 ? this.#make(req, parent, s.path, make) : this.#given(req, s.path, make);
-    } else {
-      return -E.EPERM;
-    }
+    const r = this.#make(req, parent, s.path, (p) => t.dir.mknod(p, { mode, dev: rdev }));
     return r < 0 ? r : t.entry(out, s.path);
-  }
-
-  /** Makes `path` as the daemon, then gives it to the caller: 0 or -errno. */
-  #given(req: Request, path: string, make: (at: At) => number): number {
-    const t = this.#t;
-    const p = t.at(path);
-    if (typeof p === "number") return p;
-    const r = make(p);
-    if (r === 0) t.dir.lchown(p, { uid: req.uid, gid: req.gid });
-    return r;
   }
 
   /** MKDIR. */
@@ -207,7 +191,8 @@ export class Namespace {
     const from = t.path(req.arg.oldnodeid);
     const parent = t.path(req.nodeid);
     if (parent === null) return -E.ENOENT;
-    const open = from === null ? t.openFd(req.arg.oldnodeid) : null;
+    // only a file opened (or made) in home/shared: nothing of the projection gets a name there
+    const open = from === null ? t.openFd(req.arg.oldnodeid, { plain: true }) : null;
     if (from === null && open === null) return -E.ENOENT;
     const s = t.structural(parent, req.names[0], { uid: req.uid });
     if (typeof s === "number") return s;

@@ -42,8 +42,11 @@ export interface CtxFsOptions {
 
 /** What an open file handle serves. */
 export type Handle =
-  /** A backing file; `node`: the node it was opened on (its attributes once every name is gone). */
-  | { t: "fd"; fd: number; node?: Node }
+  /**
+   * A backing file; `node`: the node it was opened on (its attributes once every name is gone);
+   * `plain`: opened in home/shared (or made there with O_TMPFILE), so LINK may name it there.
+   */
+  | { t: "fd"; fd: number; node?: Node; plain?: boolean }
   | { t: "bytes"; data: Uint8Array }
   | { t: "control"; fd: number; writer: ControlWriter | null }
   | { t: "temp"; temp: Temp }
@@ -341,12 +344,15 @@ export class Tree {
    * while open): what its attributes and changes go through. The kernel sends no fh for fstat,
    * fchmod, futimens; any open handle on the node is the same file.
    */
-  openFd(id: number, fh?: number): number | null {
+  openFd(id: number, options: { fh?: number; plain?: boolean } = {}): number | null {
+    const { fh, plain } = options;
     const byFh = fh === undefined ? undefined : this.handles.get(fh);
-    if (byFh?.t === "fd") return byFh.fd;
+    if (byFh?.t === "fd" && (!plain || byFh.plain)) return byFh.fd;
     const n = this.nodes.get(id);
     if (n === undefined) return null;
-    for (const h of this.handles.values()) if (h.t === "fd" && h.node === n) return h.fd;
+    for (const h of this.handles.values()) {
+      if (h.t === "fd" && h.node === n && (!plain || h.plain)) return h.fd;
+    }
     return null;
   }
 
