@@ -1,7 +1,7 @@
 /** FUSE kernel wire structs as field tables, the opcode table and protocol constants (pure data). */
 
 /** A field type of a kernel struct: fixed-width little-endian integers. */
-export type FieldType = "u16" | "u32" | "i32" | "u64";
+export type FieldType = "u16" | "u32" | "i32" | "u64" | "i64";
 
 /** One struct, declared once as `[name, type]` rows; size, decode and encode derive from it. */
 export interface Struct<T extends string> {
@@ -19,7 +19,7 @@ export interface Struct<T extends string> {
   write: (view: DataView, at: number, value: Partial<Record<T, number>>) => number;
 }
 
-const WIDTH: Record<FieldType, number> = { u16: 2, u32: 4, i32: 4, u64: 8 };
+const WIDTH: Record<FieldType, number> = { u16: 2, u32: 4, i32: 4, u64: 8, i64: 8 };
 const HI = 0x1_0000_0000;
 
 /**
@@ -57,6 +57,14 @@ function compile<T extends string>(
         wr.push(
           `n = ${v}; if (!(n > 0)) n = 0; view.setUint32(${o}, n >>> 0, true); ` +
             `view.setUint32(${o} + 4, (n / ${HI}) >>> 0, true);`,
+        );
+        break;
+      case "i64":
+        // signed seconds (times before 1970): the high word is floor(n / 2^32), two's complement
+        rd.push(`${f}: view.getUint32(${o}, true) + view.getInt32(${o} + 4, true) * ${HI}`);
+        wr.push(
+          `n = ${v}; view.setUint32(${o}, n >>> 0, true); ` +
+            `view.setInt32(${o} + 4, Math.floor(n / ${HI}), true);`,
         );
     }
   }
@@ -144,9 +152,9 @@ export const ATTR = struct(
     ["ino", "u64"],
     ["size", "u64"],
     ["blocks", "u64"],
-    ["atime", "u64"],
-    ["mtime", "u64"],
-    ["ctime", "u64"],
+    ["atime", "i64"],
+    ["mtime", "i64"],
+    ["ctime", "i64"],
     ["atimensec", "u32"],
     ["mtimensec", "u32"],
     ["ctimensec", "u32"],
@@ -222,9 +230,9 @@ export const SETATTR_IN = struct(
     ["fh", "u64"],
     ["size", "u64"],
     ["lock_owner", "u64"],
-    ["atime", "u64"],
-    ["mtime", "u64"],
-    ["ctime", "u64"],
+    ["atime", "i64"],
+    ["mtime", "i64"],
+    ["ctime", "i64"],
     ["atimensec", "u32"],
     ["mtimensec", "u32"],
     ["ctimensec", "u32"],
@@ -359,6 +367,29 @@ export const FSYNC_IN = struct(
     ["padding", "u32"],
   ] as const,
 );
+/** `struct fuse_fallocate_in` (32). */
+export const FALLOCATE_IN = struct(
+  "fuse_fallocate_in",
+  [
+    ["fh", "u64"],
+    ["offset", "u64"],
+    ["length", "u64"],
+    ["mode", "u32"],
+    ["padding", "u32"],
+  ] as const,
+);
+/** `struct fuse_lseek_in` (24): only SEEK_DATA and SEEK_HOLE reach the server. */
+export const LSEEK_IN = struct(
+  "fuse_lseek_in",
+  [
+    ["fh", "u64"],
+    ["offset", "u64"],
+    ["whence", "u32"],
+    ["padding", "u32"],
+  ] as const,
+);
+/** `struct fuse_lseek_out` (8). */
+export const LSEEK_OUT = struct("fuse_lseek_out", [["offset", "u64"]] as const);
 /** `struct fuse_getxattr_in` (8); the name follows. LISTXATTR uses it too. */
 export const GETXATTR_IN = struct(
   "fuse_getxattr_in",
@@ -484,13 +515,13 @@ export const OPCODES: Readonly<Record<number, OpSpec>> = {
   39: { name: "IOCTL", names: 0, reply: true },
   40: { name: "POLL", names: 0, reply: true },
   42: { name: "BATCH_FORGET", input: BATCH_FORGET_IN, names: 0, reply: false },
-  43: { name: "FALLOCATE", names: 0, reply: true },
+  43: { name: "FALLOCATE", input: FALLOCATE_IN, names: 0, reply: true },
   44: { name: "READDIRPLUS", input: READ_IN, names: 0, reply: true },
   45: { name: "RENAME2", input: RENAME2_IN, names: 2, reply: true },
-  46: { name: "LSEEK", names: 0, reply: true },
+  46: { name: "LSEEK", input: LSEEK_IN, names: 0, reply: true },
   47: { name: "COPY_FILE_RANGE", names: 0, reply: true },
   50: { name: "SYNCFS", names: 0, reply: true },
-  51: { name: "TMPFILE", names: 0, reply: true },
+  51: { name: "TMPFILE", input: CREATE_IN, names: 1, reply: true },
   52: { name: "STATX", names: 0, reply: true },
 };
 
@@ -529,8 +560,11 @@ export const OP = {
   INTERRUPT: 36,
   DESTROY: 38,
   BATCH_FORGET: 42,
+  FALLOCATE: 43,
   READDIRPLUS: 44,
   RENAME2: 45,
+  LSEEK: 46,
+  TMPFILE: 51,
   STATX: 52,
 } as const;
 
@@ -550,7 +584,19 @@ export const INIT = {
   PARALLEL_DIROPS: 1 << 18,
   MAX_PAGES: 1 << 22,
   CACHE_SYMLINKS: 1 << 23,
+  /**
+   * The server clears setuid/setgid (and file capabilities) on write, truncate and chown, as the
+   * VFS does: the kernel flags the requests of callers without CAP_FSETID (below) instead of
+   * sending the writer's own SETATTR of the mode first, and stops asking for
+   * `security.capability` before every write.
+   */
+  HANDLE_KILLPRIV_V2: 1 << 28,
 } as const;
+
+/** `fuse_write_in.write_flags`: the writer lacks CAP_FSETID, clear setuid/setgid. */
+export const WRITE_KILL_SUIDGID = 1 << 2;
+/** `fuse_open_in.open_flags` / `fuse_create_in.open_flags`: O_TRUNC by a caller without CAP_FSETID. */
+export const OPEN_KILL_SUIDGID = 1 << 0;
 
 /** `fuse_setattr_in.valid` bits. */
 export const FATTR = {
@@ -565,6 +611,8 @@ export const FATTR = {
   MTIME_NOW: 1 << 8,
   LOCKOWNER: 1 << 9,
   CTIME: 1 << 10,
+  /** With HANDLE_KILLPRIV_V2: clear setuid/setgid (truncate without CAP_FSETID, chown). */
+  KILL_SUIDGID: 1 << 11,
 } as const;
 
 /** `fuse_open_out.open_flags` bits. */

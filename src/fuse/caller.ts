@@ -16,6 +16,28 @@ function groupsOf(pid: number): number[] {
   }
 }
 
+/** `CAP_MKNOD` (linux/capability.h). */
+export const CAP_MKNOD = 27;
+
+/**
+ * Whether process `pid` holds capability `cap` in its effective set (`CapEff:` in
+ * /proc/<pid>/status) in this daemon's user namespace: a capability held only inside a user
+ * namespace of its own grants nothing in the backing tree. False when the process is gone.
+ */
+export function holdsCap(pid: number, cap: number): boolean {
+  if (pid <= 0) return false;
+  try {
+    if (Deno.readLinkSync(`/proc/${pid}/ns/user`) !== Deno.readLinkSync("/proc/self/ns/user")) {
+      return false;
+    }
+    const text = Deno.readTextFileSync(`/proc/${pid}/status`);
+    const hex = text.match(/^CapEff:[ \t]*([0-9a-f]+)$/m)?.[1];
+    return hex !== undefined && ((BigInt(`0x${hex}`) >> BigInt(cap)) & 1n) === 1n;
+  } catch {
+    return false;
+  }
+}
+
 /**
  * Runs `fn` (a synchronous backing call answering 0/fd or -errno) with the caller's filesystem
  * identity: what it creates is born the caller's, and a name swapped under it by the caller can

@@ -9,9 +9,10 @@ export const ROOT_NAMES = ["status", "bin", "model", "agent", "tool", "home", "s
  * - `sock`: `agent/<n>.sock`, a symlink to the live socket under the run dir;
  * - `launcher`: `bin/<binary>`, a read-only launcher script;
  * - `ro`: a read-only projection of the backing tree (object dirs, definitions, `bin/` files);
- * - `cdir`: a control directory (`agent/<n>.d`, `model/<p>/<m>.d`, `tool/<n>.d`);
+ * - `cdir`: a control directory (`agent/<n>.d`, `model/<p>/<m>.d`, `tool/<n>.d`; never below
+ *   `home/` or `shared/`);
  * - `control`: a name directly inside a control directory (a control, or an in-memory temp);
- * - `rw`: `home/...` and `shared/...`, ordinary read-write files in the backing tree;
+ * - `rw`: `home/...` and `shared/...`, ordinary read-write files in the backing tree (all of it);
  * - `stage`: `agent/.<n>.tmp-…`, a new agent entry being written before its rename to `agent/<n>`;
  * - `none`: a name at the root outside the frozen list.
  */
@@ -35,14 +36,12 @@ export function classify(path: string, bins: ReadonlySet<string>): Kind {
     case "status":
       return p.length === 1 ? "status" : "none";
     case "home":
-      // user-tier objects: home/<uid>/{tool,model}/... control dirs follow the system rules
-      if (p.length >= 4 && (p[2] === "tool" || p[2] === "model")) {
-        const d = p[2] === "tool" ? 3 : 4; // index of the `.d` component
-        if (p.length === d + 1 && p[d].endsWith(".d") && p[d].length > 2) return "cdir";
-        if (p.length === d + 2 && p[d].endsWith(".d") && p[d].length > 2) return "control";
-      }
-      return "rw";
     case "shared":
+      // Ordinary user storage, every name in it: a `.d` directory there (`home/<uid>/tool/x.d`,
+      // `model/a/b.d`) is a plain directory, written like any other (spec/fuse.md "Operations").
+      // What is special below home/ is not a kind: `home` itself (one directory per uid, the
+      // structural rules in tree.ts) and the agent homes the runtime writes behind the mount
+      // (`home/<uid>/agent/...`, `shared/<space>/agent/...`: timeout 0, parents opened afresh).
       return "rw";
     case "bin":
       return p.length === 2 && bins.has(p[1]) ? "launcher" : "ro";

@@ -169,7 +169,7 @@ Deno.test("INIT negotiates 7.x with max_write 1 MiB", async () => {
       max_write: 1 << 20,
       max_pages: 256,
       flags: INIT.ASYNC_READ | INIT.ATOMIC_O_TRUNC | INIT.BIG_WRITES | INIT.AUTO_INVAL_DATA |
-        INIT.PARALLEL_DIROPS | INIT.MAX_PAGES | INIT.CACHE_SYMLINKS,
+        INIT.PARALLEL_DIROPS | INIT.MAX_PAGES | INIT.CACHE_SYMLINKS | INIT.HANDLE_KILLPRIV_V2,
     },
   );
 });

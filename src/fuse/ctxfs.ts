@@ -53,9 +53,12 @@ export class CtxFs implements FileSystem {
       [OP.OPENDIR]: (r, out) => dirs.opendir(r, out),
       [OP.READDIR]: (r, out) => dirs.readdir(r, out),
       [OP.RELEASEDIR]: (r) => dirs.releasedir(r),
-      [OP.FSYNCDIR]: () => 0,
+      [OP.FSYNCDIR]: (r) => dirs.fsyncdir(r),
       [OP.ACCESS]: (r) => (t.path(r.nodeid) === null ? -E.ENOENT : 0),
       [OP.CREATE]: (r, out) => files.create(r, out),
+      [OP.TMPFILE]: (r, out) => files.tmpfile(r, out),
+      [OP.FALLOCATE]: (r) => files.fallocate(r),
+      [OP.LSEEK]: (r, out) => files.lseek(r, out),
       [OP.GETXATTR]: (r, out) => xattrs.getxattr(r, out),
       [OP.LISTXATTR]: (r, out) => xattrs.listxattr(r, out),
       [OP.SETXATTR]: (r) => xattrs.write(r),
@@ -99,12 +102,19 @@ export class CtxFs implements FileSystem {
     const h = req.arg.getattr_flags & GETATTR_FH ? t.handles.get(req.arg.fh) : undefined;
     const node = t.nodes.get(req.nodeid);
     const path = node?.path ?? null;
-    if (h?.t === "fd" && (path === null || t.kind(path) === "rw" || t.kind(path) === "stage")) {
+    if (h?.t === "fd" && path !== null && (t.kind(path) === "rw" || t.kind(path) === "stage")) {
       const st = libc.fstat(h.fd);
       if (typeof st === "number") return st;
-      return putAttr(out, { attr: fromStat(st), ttl: path === null ? 0 : t.ttl("rw", path) });
+      return putAttr(out, { attr: fromStat(st), ttl: t.ttl("rw", path) });
     }
-    if (path === null) return -E.ENOENT;
+    if (path === null) {
+      // Every name is gone (unlinked, replaced by a rename) but the file is open: its attributes
+      // are the open file's (nlink 0). fstat(2) comes without an fh: any handle on the node.
+      const fd = t.openFd(req.nodeid, { fh: h?.t === "fd" ? req.arg.fh : undefined });
+      if (fd === null) return -E.ENOENT;
+      const st = libc.fstat(fd);
+      return typeof st === "number" ? st : putAttr(out, { attr: fromStat(st), ttl: 0 });
+    }
     const info = t.nodeInfo(node as Node & { path: string }); // path !== null above
     const a = t.stat(path, info);
     if (typeof a === "number") {

@@ -1,5 +1,6 @@
 /** Directory handles: OPENDIR snapshots a listing (backing entries plus virtual names), READDIR pages it. */
 import { ERRNO } from "../abi/errno.ts";
+import * as libc from "../sys/libc.ts";
 import { virtualIno } from "./attr.ts";
 import { baseOf, parentOf, ROOT_NAMES } from "./classify.ts";
 import type { Request } from "./conn.ts";
@@ -84,6 +85,26 @@ export class Dirs {
     const h = this.#t.handles.get(req.arg.fh);
     if (h?.t !== "dir") return -E.EBADF;
     return h.list.page(req.arg.offset, Math.min(req.arg.size, out.length), out);
+  }
+
+  /**
+   * FSYNCDIR: fsyncs the backing directory (tmp + rename + fsync(dir) reaches the disk). Opened
+   * for the call without following a symlink and without blocking (O_DIRECTORY: anything else
+   * fails); virtual directories have nothing to sync.
+   */
+  fsyncdir(req: Request): number {
+    const t = this.#t;
+    const path = t.path(req.nodeid);
+    if (path === null) return -E.ENOENT;
+    const kind = t.kind(path);
+    if (kind === "root" || kind === "none") return 0;
+    const at = t.at(path);
+    if (typeof at === "number") return at;
+    const fd = t.dir.open(at, libc.O.RDONLY | libc.O.DIRECTORY | libc.O.NONBLOCK);
+    if (fd < 0) return fd;
+    const r = libc.fsync(fd, { data: !!(req.arg.fsync_flags & 1) });
+    libc.close(fd);
+    return r;
   }
 
   /** RELEASEDIR. */

@@ -1,5 +1,12 @@
 /** File handles: OPEN/CREATE/READ/WRITE/FLUSH/FSYNC/RELEASE and SETATTR, for backing files, controls, temps and virtual files. */
-import { encode, FATTR, WRITE_OUT } from "../abi/fuse.ts";
+import {
+  encode,
+  FATTR,
+  LSEEK_OUT,
+  OPEN_KILL_SUIDGID,
+  WRITE_KILL_SUIDGID,
+  WRITE_OUT,
+} from "../abi/fuse.ts";
 import { ERRNO } from "../abi/errno.ts";
 import * as libc from "../sys/libc.ts";
 import { type At, UTIME } from "../sys/dir.ts";
@@ -21,6 +28,41 @@ const ESTALE = 116;
 const KEEP = libc.O.ACCMODE | libc.O.APPEND | libc.O.TRUNC | 0o4010000;
 /** `fuse_open_out.open_flags`: FOPEN_DIRECT_IO, for everything whose bytes are not a plain file's. */
 const DIRECT = 1;
+
+const SECURITY_CAPABILITY = libc.cstr("security.capability");
+const S_ISUID = 0o4000;
+const S_IXGRP = 0o010;
+
+/**
+ * What the VFS does on a write or truncate by a caller without CAP_FSETID, done by the daemon on
+ * the open backing file (HANDLE_KILLPRIV_V2: the kernel flags such requests, spec/fuse.md
+ * "Ownership and modes"): clears setuid, setgid when the file is group-executable (setgid without
+ * it marks mandatory locking and stays), and file capabilities. Only on the fd the request's
+ * write or truncate goes through, never by name. 0 or -errno.
+ */
+function killPriv(fd: number): number {
+  const st = libc.fstat(fd);
+  if (typeof st === "number") return st;
+  if ((st.mode & S.IFMT) !== S.IFREG) return 0;
+  const old = st.mode & 0o7777;
+  let mode = old & ~S_ISUID;
+  if ((mode & (S.ISGID | S_IXGRP)) === (S.ISGID | S_IXGRP)) mode &= ~S.ISGID;
+  const x = libc.fremovexattr(fd, SECURITY_CAPABILITY);
+  if (x < 0 && x !== -E.ENODATA && x !== -E.ENOTSUP) return x;
+  return mode === old ? 0 : libc.fchmod(fd, mode);
+}
+
+/** The `[sec, nsec]` pairs of a SETATTR's atime and mtime (UTIME_NOW / UTIME_OMIT by its valid bits). */
+// deno-lint-ignore no-explicit-any
+function times(a: any): [[number, number], [number, number]] {
+  const v = a.valid;
+  const ts = (set: number, now: number, s: number, ns: number): [number, number] =>
+    v & now ? [0, UTIME.NOW] : v & set ? [s, ns] : [0, UTIME.OMIT];
+  return [
+    ts(FATTR.ATIME, FATTR.ATIME_NOW, a.atime, a.atimensec),
+    ts(FATTR.MTIME, FATTR.MTIME_NOW, a.mtime, a.mtimensec),
+  ];
+}
 
 /** The file operations, over the shared {@link Tree}. */
 export class Files {
@@ -76,7 +118,15 @@ export class Files {
         if (kind === "ro" && (writing || flags & libc.O.TRUNC)) return -E.EROFS;
         const fd = this.#openFile(path, flags & KEEP);
         if (fd < 0) return fd;
-        return t.openOut(out, 0, t.fh({ t: "fd", fd }), 0);
+        if (flags & libc.O.TRUNC && req.arg.open_flags & OPEN_KILL_SUIDGID) {
+          const k = killPriv(fd);
+          if (k < 0) {
+            libc.close(fd);
+            return k;
+          }
+        }
+        const node = t.nodes.get(req.nodeid);
+        return t.openOut(out, 0, t.fh({ t: "fd", fd, node, plain: kind === "rw" }), 0);
       }
       case "status":
       case "launcher": {
@@ -142,6 +192,13 @@ export class Files {
     }
     if (fd === -E.EEXIST && !(flags & libc.O.EXCL)) {
       fd = this.#openFile(path, flags & KEEP); // appeared meanwhile: open it
+      if (fd >= 0 && flags & libc.O.TRUNC && req.arg.open_flags & OPEN_KILL_SUIDGID) {
+        const k = killPriv(fd);
+        if (k < 0) {
+          libc.close(fd);
+          return k;
+        }
+      }
     }
     if (fd < 0) return fd;
     const n = t.entry(out, path);
@@ -149,7 +206,70 @@ export class Files {
       libc.close(fd);
       return n;
     }
-    return t.openOut(out, n, t.fh({ t: "fd", fd }), 0);
+    const node = t.nodes.at(path);
+    return t.openOut(out, n, t.fh({ t: "fd", fd, node, plain: kind === "rw" }), 0);
+  }
+
+  /**
+   * TMPFILE (open(2) with O_TMPFILE) in a home/shared directory: an unnamed backing file made as
+   * the caller (born theirs), served through a node without a name until LINK gives it one. A
+   * control directory answers EOPNOTSUPP (callers fall back to a named temp, kept in memory).
+   */
+  tmpfile(req: Request, out: Uint8Array): number {
+    const t = this.#t;
+    const dir = t.path(req.nodeid);
+    if (dir === null) return -E.ENOENT;
+    const kind = t.kind(dir);
+    if (kind === "cdir") return -E.ENOTSUP;
+    if (kind !== "rw") return dir === "" ? -E.EACCES : -E.EROFS;
+    const p = t.at(dir);
+    if (typeof p === "number") return p;
+    // O_EXCL kept: such a file can never be linked (open(2))
+    const flags = (req.arg.flags & (KEEP | libc.O.EXCL) & ~libc.O.TRUNC) | libc.O.TMPFILE;
+    const fd = asCaller(req, () => t.dir.open(p, flags, req.arg.mode & 0o7777));
+    if (fd < 0) return fd;
+    const st = libc.fstat(fd);
+    if (typeof st === "number") {
+      libc.close(fd);
+      return st;
+    }
+    const node = t.nodes.anon();
+    const n = putEntry(out, { nodeid: node.id, attr: fromStat(st), ttl: 0 });
+    return t.openOut(out, n, t.fh({ t: "fd", fd, node, plain: true }), 0);
+  }
+
+  /** FALLOCATE on a backing file (allocate, keep size, punch a hole, zero a range): what the backing file system answers. */
+  fallocate(req: Request): number {
+    const h = this.#t.handles.get(req.arg.fh);
+    if (!h) return -E.EBADF;
+    // not ENOSYS: that would turn fallocate off for the whole mount
+    if (h.t !== "fd") return -E.ENOTSUP;
+    const { mode, offset, length } = req.arg;
+    return libc.fallocate(h.fd, mode, offset, length);
+  }
+
+  /** LSEEK (SEEK_DATA / SEEK_HOLE only): the backing file's answer; in-memory content has no holes. */
+  lseek(req: Request, out: Uint8Array): number {
+    const h = this.#t.handles.get(req.arg.fh);
+    if (!h) return -E.EBADF;
+    const { offset, whence } = req.arg;
+    let r: number;
+    const fd = h.t === "fd" || (h.t === "control" && !h.writer) ? h.fd : -1;
+    if (fd >= 0) r = libc.lseek(fd, offset, whence);
+    else {
+      const size = h.t === "temp"
+        ? h.temp.len
+        : h.t === "bytes"
+        ? h.data.length
+        : h.t === "control" && h.writer
+        ? h.writer.len
+        : 0;
+      if (offset >= size) r = -E.ENXIO;
+      else r = whence === libc.SEEK.DATA ? offset : whence === libc.SEEK.HOLE ? size : -E.EINVAL;
+    }
+    if (r < 0) return r;
+    const [v, o] = outView(out);
+    return encode(LSEEK_OUT, v, o, { offset: r }) - o;
   }
 
   /** CREATE in a control directory: an in-memory temp (editors, `sed -i`), or a known control. */
@@ -219,6 +339,11 @@ export class Files {
     let n: number;
     switch (h.t) {
       case "fd":
+        // a writer without CAP_FSETID: set-id bits go first, as file_remove_privs() does
+        if (req.arg.write_flags & WRITE_KILL_SUIDGID) {
+          const k = killPriv(h.fd);
+          if (k < 0) return k;
+        }
         n = libc.pwrite(h.fd, req.data, req.arg.offset);
         break;
       case "control":
@@ -271,13 +396,16 @@ export class Files {
     const path = t.path(req.nodeid);
     const h = v & FATTR.FH ? t.handles.get(a.fh) : undefined;
     if (path === null) {
-      // an unlinked file still open: through its handle
-      if (h?.t !== "fd") return -E.ENOENT;
-      if (v & FATTR.SIZE) {
-        const r = libc.ftruncate(h.fd, a.size);
-        if (r < 0) return r;
+      // an unlinked file still open: through its open file, as the caller
+      const fd = t.openFd(req.nodeid, { fh: v & FATTR.FH ? a.fh : undefined });
+      if (fd === null) return -E.ENOENT;
+      const r = asCaller(req, () => this.#fsetattr(fd, a));
+      if (r < 0) return r;
+      if (v & FATTR.SIZE && v & FATTR.KILL_SUIDGID) {
+        const k = killPriv(fd);
+        if (k < 0) return k;
       }
-      const st = libc.fstat(h.fd);
+      const st = libc.fstat(fd);
       return typeof st === "number" ? st : putAttr(out, { attr: fromStat(st), ttl: 0 });
     }
     const kind = t.kind(path);
@@ -322,16 +450,52 @@ export class Files {
     // In home/shared as the caller: the kernel checked ownership and modes on the node it knows;
     // the backing call re-checks them on whatever the name is now. Under agent/ (a control dir
     // being made, a staged entry) the backing tree is root's and the rules above decided.
-    const r = kind === "rw" && making === null
-      ? asCaller(req, () => this.#setattr(p, a, h))
-      : this.#setattr(p, a, h);
-    if (r < 0) return r;
+    // A truncate by name opens the file (as the caller): that fd is where a kill of set-id bits
+    // goes afterwards, as the daemon (a chown clears them in the backing kernel itself).
+    const opened = { fd: -1 };
+    try {
+      const r = kind === "rw" && making === null
+        ? asCaller(req, () => this.#setattr(p, a, h, opened))
+        : this.#setattr(p, a, h, opened);
+      if (r < 0) return r;
+      if (v & FATTR.SIZE && v & FATTR.KILL_SUIDGID) {
+        const fd = h?.t === "fd" ? h.fd : opened.fd;
+        const k = fd >= 0 ? killPriv(fd) : 0;
+        if (k < 0) return k;
+      }
+    } finally {
+      if (opened.fd >= 0) libc.close(opened.fd);
+    }
     return t.attrReply(out, path);
+  }
+
+  /** SETATTR on an open file that has no name left: fchmod, fchown, ftruncate, futimens; 0 or -errno. */
+  // deno-lint-ignore no-explicit-any
+  #fsetattr(fd: number, a: any): number {
+    const v = a.valid;
+    if (v & FATTR.MODE) {
+      const r = libc.fchmod(fd, a.mode & 0o7777);
+      if (r < 0) return r;
+    }
+    if (v & (FATTR.UID | FATTR.GID)) {
+      const r = libc.fchown(fd, v & FATTR.UID ? a.uid : -1, v & FATTR.GID ? a.gid : -1);
+      if (r < 0) return r;
+    }
+    if (v & FATTR.SIZE) {
+      const r = libc.ftruncate(fd, a.size);
+      if (r < 0) return r;
+    }
+    if (v & (FATTR.ATIME | FATTR.MTIME | FATTR.ATIME_NOW | FATTR.MTIME_NOW)) {
+      const [at, mt] = times(a);
+      const r = libc.futimens(fd, at, mt);
+      if (r < 0) return r;
+    }
+    return 0;
   }
 
   /** The backing half of SETATTR on a name (chmod, chown, truncate, utimens): 0 or -errno. */
   // deno-lint-ignore no-explicit-any
-  #setattr(p: At, a: any, h: Handle | undefined): number {
+  #setattr(p: At, a: any, h: Handle | undefined, opened: { fd: number }): number {
     const t = this.#t;
     const v = a.valid;
     if (v & FATTR.MODE) {
@@ -344,16 +508,18 @@ export class Files {
       if (r < 0) return r;
     }
     if (v & FATTR.SIZE) {
-      const r = h?.t === "fd" ? libc.ftruncate(h.fd, a.size) : t.dir.truncate(p, a.size);
+      let fd = h?.t === "fd" ? h.fd : -1;
+      if (fd < 0) {
+        // no truncateat(2): opened O_NOFOLLOW | O_NONBLOCK, kept for the caller (see setattr)
+        fd = opened.fd = t.dir.open(p, libc.O.WRONLY | libc.O.NONBLOCK);
+        if (fd < 0) return fd;
+      }
+      const r = libc.ftruncate(fd, a.size);
       if (r < 0) return r;
     }
     if (v & (FATTR.ATIME | FATTR.MTIME | FATTR.ATIME_NOW | FATTR.MTIME_NOW)) {
-      const ts = (set: number, now: number, s: number, ns: number): [number, number] =>
-        v & now ? [0, UTIME.NOW] : v & set ? [s, ns] : [0, UTIME.OMIT];
-      const r = t.dir.utimens(p, {
-        atime: ts(FATTR.ATIME, FATTR.ATIME_NOW, a.atime, a.atimensec),
-        mtime: ts(FATTR.MTIME, FATTR.MTIME_NOW, a.mtime, a.mtimensec),
-      });
+      const [atime, mtime] = times(a);
+      const r = t.dir.utimens(p, { atime, mtime });
       if (r < 0) return r;
     }
     return 0;

@@ -4,20 +4,19 @@ import { ERRNO } from "../abi/errno.ts";
 import * as libc from "../sys/libc.ts";
 import type { At } from "../sys/dir.ts";
 import { putEntry, S } from "./attr.ts";
-import { baseOf, isTempName, type Kind } from "./classify.ts";
+import { baseOf, isTempName } from "./classify.ts";
 import type { Request } from "./conn.ts";
 import type { Agents } from "./agents.ts";
-import { asCaller } from "./caller.ts";
+import { asCaller, CAP_MKNOD, holdsCap } from "./caller.ts";
 import { join } from "./nodes.ts";
 import type { Tree } from "./tree.ts";
 
 const E = ERRNO;
+/** File types mknod(2) makes: FIFOs and unix sockets (bind) for anyone, devices only with CAP_MKNOD. */
 const FIFO = 0o010000;
-
-/** True for what is an ordinary backing file or dir to a rename: home/shared, and user-tier control dirs. */
-function plain(kind: Kind, path: string): boolean {
-  return kind === "rw" || (kind === "cdir" && path.startsWith("home/"));
-}
+const SOCK = 0o140000;
+const CHR = 0o020000;
+const BLK = 0o060000;
 
 /** The name operations, over the shared {@link Tree}. */
 export class Namespace {
@@ -57,7 +56,13 @@ export class Namespace {
     return r < 0 ? r : t.entry(out, s.path);
   }
 
-  /** MKNOD (regular files and FIFOs; devices need CAP_MKNOD in the backing tree anyway). */
+  /**
+   * MKNOD: regular files, FIFOs and unix sockets (what bind(2) makes) for every user, as the
+   * caller. Device nodes only for a caller holding CAP_MKNOD in this daemon's user namespace (the
+   * kernel checks it too), also made as the caller: root makes them; another holder's fsuid drops
+   * CAP_MKNOD in the backing call (EPERM), since giving them a node made by the daemon would take
+   * a chown by name. The mount is `nodev`: a device made here never opens through it.
+   */
   mknod(req: Request, out: Uint8Array): number {
     const t = this.#t;
     const parent = t.path(req.nodeid);
@@ -65,7 +70,9 @@ export class Namespace {
     const s = t.structural(parent, req.names[0], { uid: req.uid });
     if (typeof s === "number") return s;
     const type = req.arg.mode & S.IFMT;
-    if (type !== S.IFREG && type !== FIFO) return -E.EPERM;
+    const device = type === CHR || type === BLK;
+    if (!device && type !== S.IFREG && type !== FIFO && type !== SOCK) return -E.EPERM;
+    if (device && !holdsCap(req.pid, CAP_MKNOD)) return -E.EPERM;
     const { mode, rdev } = req.arg;
     const r = this.#make(req, parent, s.path, (p) => t.dir.mknod(p, { mode, dev: rdev }));
     return r < 0 ? r : t.entry(out, s.path);
@@ -135,7 +142,7 @@ export class Namespace {
     const from = join(fromDir, req.names[0]);
     const to = join(toDir, req.names[1]);
     const fk = t.kind(from), tk = t.kind(to);
-    if (plain(fk, from) && plain(tk, to)) {
+    if (fk === "rw" && tk === "rw") {
       if (toDir === "home" && req.uid !== 0) return -E.EACCES; // home/ holds only uid dirs
       const [f, g] = [t.at(from), t.at(to)];
       if (typeof f === "number") return f;
@@ -175,20 +182,30 @@ export class Namespace {
     return -E.EROFS;
   }
 
-  /** LINK (hard links inside home/shared). */
+  /**
+   * LINK (hard links inside home/shared). A file without a name (O_TMPFILE, or unlinked while
+   * open) is linked through its open fd (`linkat` of `/proc/self/fd/<fd>`), as the caller.
+   */
   link(req: Request, out: Uint8Array): number {
     const t = this.#t;
     const from = t.path(req.arg.oldnodeid);
     const parent = t.path(req.nodeid);
-    if (from === null || parent === null) return -E.ENOENT;
+    if (parent === null) return -E.ENOENT;
+    // only a file opened (or made) in home/shared: nothing of the projection gets a name there
+    const open = from === null ? t.openFd(req.arg.oldnodeid, { plain: true }) : null;
+    if (from === null && open === null) return -E.ENOENT;
     const s = t.structural(parent, req.names[0], { uid: req.uid });
     if (typeof s === "number") return s;
-    if (t.kind(from) !== "rw") return -E.EXDEV;
-    const f = t.at(from);
-    if (typeof f === "number") return f;
+    if (from !== null && t.kind(from) !== "rw") return -E.EXDEV;
     const g = t.at(s.path);
     if (typeof g === "number") return g;
-    const r = asCaller(req, () => t.dir.link(f, g));
+    let r: number;
+    if (open !== null) r = asCaller(req, () => t.dir.linkFd(open, g));
+    else {
+      const f = t.at(from as string); // from !== null: open is null only then
+      if (typeof f === "number") return f;
+      r = asCaller(req, () => t.dir.link(f, g));
+    }
     if (r < 0) return r;
     const a = t.stat(s.path);
     if (typeof a === "number") return a;

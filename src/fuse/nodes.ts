@@ -67,6 +67,13 @@ export class Nodes {
     return n;
   }
 
+  /** A node without a name (an O_TMPFILE file), with one kernel reference; LINK may name it later. */
+  anon(): Node {
+    const n: Node = { id: this.#next++, path: null, alts: [], lookups: 1 };
+    this.#byId.set(n.id, n);
+    return n;
+  }
+
   /** One more kernel reference to a node already found with {@link at} (LOOKUP of a known name). */
   reref(n: Node): Node {
     n.lookups++;

@@ -42,7 +42,11 @@ export interface CtxFsOptions {
 
 /** What an open file handle serves. */
 export type Handle =
-  | { t: "fd"; fd: number }
+  /**
+   * A backing file; `node`: the node it was opened on (its attributes once every name is gone);
+   * `plain`: opened in home/shared (or made there with O_TMPFILE), so LINK may name it there.
+   */
+  | { t: "fd"; fd: number; node?: Node; plain?: boolean }
   | { t: "bytes"; data: Uint8Array }
   | { t: "control"; fd: number; writer: ControlWriter | null }
   | { t: "temp"; temp: Temp }
@@ -332,9 +336,24 @@ export class Tree {
       return -E.EACCES;
     }
     const kind = this.kind(path);
-    // A user makes the control dirs of their own tools and models (home/<uid>/{tool,model}/<n>.d).
-    if (kind === "rw" || (kind === "cdir" && path.startsWith("home/"))) return { kind, path };
-    return -E.EROFS;
+    return kind === "rw" ? { kind, path } : -E.EROFS;
+  }
+
+  /**
+   * The open backing fd of node `id` when it has no name left (unlinked, or replaced by a rename
+   * while open): what its attributes and changes go through. The kernel sends no fh for fstat,
+   * fchmod, futimens; any open handle on the node is the same file.
+   */
+  openFd(id: number, options: { fh?: number; plain?: boolean } = {}): number | null {
+    const { fh, plain } = options;
+    const byFh = fh === undefined ? undefined : this.handles.get(fh);
+    if (byFh?.t === "fd" && (!plain || byFh.plain)) return byFh.fd;
+    const n = this.nodes.get(id);
+    if (n === undefined) return null;
+    for (const h of this.handles.values()) {
+      if (h.t === "fd" && h.node === n && (!plain || h.plain)) return h.fd;
+    }
+    return null;
   }
 
   /** Registers a handle; returns its fh. */

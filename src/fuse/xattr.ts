@@ -1,7 +1,10 @@
-/** Read-only `user.cortexfs.*` extended attributes: what a /ctx path is, where it comes from, how big it is. */
-import { type Attr, encode, GETXATTR_OUT } from "../abi/fuse.ts";
+/** Extended attributes: the backing file's `user.*` in home/shared (as the caller); read-only `user.cortexfs.*` facts of every node. */
+import { type Attr, encode, GETXATTR_OUT, OP } from "../abi/fuse.ts";
 import { ERRNO } from "../abi/errno.ts";
+import { XATTR_MAX, xattrBuf } from "../sys/dir.ts";
+import * as libc from "../sys/libc.ts";
 import { outView, S } from "./attr.ts";
+import { asCaller } from "./caller.ts";
 import type { Kind } from "./classify.ts";
 import type { Request } from "./conn.ts";
 import type { Tree } from "./tree.ts";
@@ -22,6 +25,16 @@ export const XATTR_NAMES = [
 /** The LISTXATTR answer: every full name, NUL-terminated, built once. */
 const LIST = enc.encode(XATTR_NAMES.map((n) => `${PREFIX}${n}\0`).join(""));
 const NONE = new Uint8Array(0);
+const USER = enc.encode("user.");
+const OURS = enc.encode(PREFIX);
+const listBuf = new Uint8Array(XATTR_MAX);
+
+/** Whether `buf[at..]` starts with `prefix`. */
+function startsWith(buf: Uint8Array, at: number, prefix: Uint8Array): boolean {
+  if (at + prefix.length > buf.length) return false;
+  for (let i = 0; i < prefix.length; i++) if (buf[at + i] !== prefix[i]) return false;
+  return true;
+}
 
 /** The facts of one node the attributes are made of. */
 interface Facts {
@@ -95,13 +108,46 @@ export class Xattrs {
     return null;
   }
 
-  /** GETXATTR: a `user.cortexfs.*` value; size 0 asks for its length; ERANGE when it does not fit. */
+  /**
+   * The path of node `id` when it is plain storage (home/shared), whose `user.*` attributes are
+   * the backing file's; null elsewhere; -ENOENT when the node has no name.
+   */
+  #plain(id: number): string | null | number {
+    const t = this.#t;
+    const path = t.path(id);
+    if (path === null) return -E.ENOENT;
+    return t.kind(path) === "rw" ? path : null;
+  }
+
+  /**
+   * GETXATTR: in home/shared a `user.*` value of the backing file (as the caller, the name itself
+   * never followed); `user.cortexfs.*` everywhere; size 0 asks for its length; ERANGE when it does
+   * not fit.
+   */
   getxattr(req: Request, out: Uint8Array): number {
     const name = req.names[0];
     // Only the user namespace exists here. ENOTSUP (not ENODATA) for security.*, system.* and
     // trusted.* lets `ls -l` mark the whole mount as having no SELinux labels and no ACLs after
     // one probe, instead of asking twice for every file.
     if (!name.startsWith("user.")) return -E.ENOTSUP;
+    const plain = name.startsWith(PREFIX) ? null : this.#plain(req.nodeid);
+    if (typeof plain === "number") return plain;
+    if (plain !== null) {
+      const t = this.#t;
+      const at = t.at(plain);
+      if (typeof at === "number") return at;
+      const size = req.arg.size;
+      const cname = libc.cstr(name);
+      const n = asCaller(req, () => t.dir.getxattr(at, cname, { probe: size === 0 }));
+      if (n < 0) return n;
+      if (size === 0) {
+        const [v, o] = outView(out);
+        return encode(GETXATTR_OUT, v, o, { size: n }) - o;
+      }
+      if (n > size) return -E.ERANGE;
+      out.set(xattrBuf.subarray(0, n));
+      return n;
+    }
     const f = this.#facts(req.nodeid);
     if (typeof f === "number") return f;
     const v = name.startsWith(PREFIX) ? this.#value(f, name.slice(PREFIX.length)) : null;
@@ -109,8 +155,33 @@ export class Xattrs {
     return this.#answer(out, req.arg.size, enc.encode(v));
   }
 
-  /** LISTXATTR: every `user.cortexfs.*` name (the same set for every node). */
+  /**
+   * LISTXATTR: in home/shared the backing file's `user.*` names (as the caller; the projection's
+   * names are not listed there, so `cp -a`, `rsync -X` and `getfattr -d` see what a local disk
+   * holds); elsewhere every `user.cortexfs.*` name (the same set for every node).
+   */
   listxattr(req: Request, out: Uint8Array): number {
+    const plain = this.#plain(req.nodeid);
+    if (typeof plain === "number") return plain;
+    if (plain !== null) {
+      const t = this.#t;
+      const at = t.at(plain);
+      if (typeof at === "number") return at;
+      const n = asCaller(req, () => t.dir.listxattr(at));
+      if (n < 0) return n;
+      // only what is served: user.* names outside the projection's prefix
+      let len = 0;
+      for (let i = 0; i < n;) {
+        let end = xattrBuf.indexOf(0, i);
+        if (end < 0 || end >= n) end = n;
+        if (startsWith(xattrBuf, i, USER) && !startsWith(xattrBuf, i, OURS)) {
+          listBuf.set(xattrBuf.subarray(i, end + 1), len);
+          len += end + 1 - i;
+        }
+        i = end + 1;
+      }
+      return this.#answer(out, req.arg.size, listBuf.subarray(0, len));
+    }
     const f = this.#facts(req.nodeid);
     if (typeof f === "number") return f;
     // Linux keeps user.* attributes off symlinks (the kernel answers ENODATA without asking):
@@ -119,14 +190,30 @@ export class Xattrs {
     return this.#answer(out, req.arg.size, none ? NONE : LIST);
   }
 
-  /** SETXATTR / REMOVEXATTR: the attributes are read-only, and nothing else can be stored. */
+  /**
+   * SETXATTR / REMOVEXATTR: in home/shared a `user.*` attribute of the backing file, as the caller
+   * (the backing kernel checks write access and ownership rules), the name itself never followed;
+   * `user.cortexfs.*` is the projection's (EPERM). Elsewhere nothing can be stored.
+   */
   write(req: Request): number {
     const t = this.#t;
     const path = t.path(req.nodeid);
     if (path === null) return -E.ENOENT;
-    // ENOTSUP where files are writable (home/shared, controls: `sed -i` and `cp -a` then skip
-    // copying ACLs and xattrs instead of failing); the read-only projection answers EROFS.
     const k = t.kind(path);
+    const name = req.names[0];
+    if (k === "rw" && name.startsWith("user.")) {
+      if (name.startsWith(PREFIX)) return -E.EPERM;
+      const at = t.at(path);
+      if (typeof at === "number") return at;
+      const cname = libc.cstr(name);
+      if (req.opcode === OP.REMOVEXATTR) return asCaller(req, () => t.dir.removexattr(at, cname));
+      const size = req.arg.size;
+      if (req.data.length < size) return -E.EIO;
+      const value = req.data.subarray(0, size);
+      return asCaller(req, () => t.dir.setxattr(at, cname, value, req.arg.flags));
+    }
+    // ENOTSUP for other namespaces in home/shared and in controls (`sed -i` and `cp -a` then skip
+    // copying ACLs and xattrs instead of failing); the read-only projection answers EROFS.
     return k === "rw" || k === "control" ? -E.ENOTSUP : -E.EROFS;
   }
 

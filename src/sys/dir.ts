@@ -21,6 +21,27 @@ const lib = Deno.dlopen("libc.so.6", {
   fstatvfs: { parameters: ["i32", "buffer"], result: "i32" },
   ftruncate: { parameters: ["i32", "i64"], result: "i32" },
   getdents64: { parameters: ["i32", "buffer", "usize"], result: "i32" },
+  // The *xattrat(2) calls (Linux 6.13) have no glibc wrapper either: raw system calls, as below.
+  setxattrat: {
+    name: "syscall",
+    parameters: ["i64", "i32", "buffer", "u32", "buffer", "buffer", "usize"],
+    result: "i32",
+  },
+  getxattrat: {
+    name: "syscall",
+    parameters: ["i64", "i32", "buffer", "u32", "buffer", "buffer", "usize"],
+    result: "i32",
+  },
+  listxattrat: {
+    name: "syscall",
+    parameters: ["i64", "i32", "buffer", "u32", "buffer", "usize"],
+    result: "i32",
+  },
+  removexattrat: {
+    name: "syscall",
+    parameters: ["i64", "i32", "buffer", "u32", "buffer"],
+    result: "i32",
+  },
   // openat2(2) has no glibc wrapper: the raw system call (variadic in C; glibc's syscall() only
   // moves registers, so a fixed signature is sound). The result is an fd or -1: i32 suffices.
   openat2: {
@@ -32,7 +53,13 @@ const lib = Deno.dlopen("libc.so.6", {
 const sym = lib.symbols;
 const NOFOLLOW = 0x100; // AT_SYMLINK_NOFOLLOW
 const REMOVEDIR = 0x200; // AT_REMOVEDIR
+const SYMLINK_FOLLOW = 0x400; // AT_SYMLINK_FOLLOW
+const AT_FDCWD = -100;
 const SYS_OPENAT2: Record<string, bigint> = { x86_64: 437n, aarch64: 437n };
+// setxattrat, getxattrat, listxattrat, removexattrat: one number on every architecture (6.13+)
+const SYS_XATTRAT = { set: 463n, get: 464n, list: 465n, remove: 466n } as const;
+/** XATTR_SIZE_MAX and XATTR_LIST_MAX (linux/limits.h): no value or list is longer. */
+export const XATTR_MAX = 65536;
 const O_PATH = 0o10000000;
 /** RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH (linux/openat2.h). */
 const RESOLVE = 0x02n | 0x04n | 0x08n;
@@ -76,6 +103,15 @@ export interface Dirent {
   ino: number;
 }
 
+/** The bytes the last {@link Dir.getxattr} / {@link Dir.listxattr} read (valid until the next call). */
+export const xattrBuf = new Uint8Array(XATTR_MAX);
+// struct xattr_args { u64 value; u32 size; u32 flags; } (XATTR_ARGS_SIZE_VER0: 16 bytes)
+const xargs = new BigUint64Array(2);
+const xargsBytes = new Uint8Array(xargs.buffer);
+const xargsView = new DataView(xargs.buffer);
+const XARGS_SIZE = 16n;
+const XATTR_BUF_ADDR = BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(xattrBuf)));
+const XATTR_MAX_N = BigInt(XATTR_MAX);
 const linkBuf = new Uint8Array(4097);
 const tsBuf = new Uint8Array(32);
 const tsView = new DataView(tsBuf.buffer);
@@ -154,6 +190,15 @@ export class Dir {
     const n = sym.readlinkat(at.fd, at.name, linkBuf, LINK_SIZE);
     return n < 0 ? -errno() : linkBuf.slice(0, n);
   }
+  /**
+   * linkat(2) giving the open file `fd` (an O_TMPFILE file, or one whose names are gone) the name
+   * `to`: through this process's own `/proc/self/fd/<fd>` magic link (AT_SYMLINK_FOLLOW), which
+   * names the open file itself, not a path anyone can change; 0 or -errno.
+   */
+  linkFd(fd: number, to: At): number {
+    const proc = new TextEncoder().encode(`/proc/self/fd/${fd}\0`);
+    return ret(sym.linkat(AT_FDCWD, proc, to.fd, to.name, SYMLINK_FOLLOW));
+  }
   /** linkat(2) without following `from`: 0 or -errno. */
   link(from: At, to: At): number {
     return ret(sym.linkat(from.fd, from.name, to.fd, to.name, 0));
@@ -185,6 +230,43 @@ export class Dir {
     tsView.setBigInt64(16, BigInt(mtime[0]), true);
     tsView.setBigInt64(24, BigInt(mtime[1]), true);
     return ret(sym.utimensat(at.fd, at.name, tsBuf, NOFOLLOW));
+  }
+  /**
+   * getxattr of `name` (NUL-terminated) on the name itself (getxattrat AT_SYMLINK_NOFOLLOW): the
+   * value's length, its bytes in {@link xattrBuf} unless `probe` (length only); or -errno.
+   */
+  getxattr(at: At, name: Uint8Array, options: { probe?: boolean } = {}): number {
+    xargs[0] = options.probe ? 0n : XATTR_BUF_ADDR;
+    xargsView.setUint32(8, options.probe ? 0 : XATTR_MAX, true);
+    xargsView.setUint32(12, 0, true);
+    return ret(
+      sym.getxattrat(SYS_XATTRAT.get, at.fd, at.name, NOFOLLOW, name, xargsBytes, XARGS_SIZE),
+    );
+  }
+  /** listxattr of the name itself (listxattrat AT_SYMLINK_NOFOLLOW) into {@link xattrBuf}: its length or -errno. */
+  listxattr(at: At): number {
+    return ret(sym.listxattrat(SYS_XATTRAT.list, at.fd, at.name, NOFOLLOW, xattrBuf, XATTR_MAX_N));
+  }
+  /** setxattr of `name` to `value` (flags XATTR_CREATE=1 / XATTR_REPLACE=2) on the name itself: 0 or -errno. */
+  setxattr(at: At, name: Uint8Array, value: Uint8Array, flags: number): number {
+    const copy = value.slice(); // a buffer of its own: its address goes into the argument struct
+    xargs[0] = BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(copy)));
+    xargsView.setUint32(8, copy.length, true);
+    xargsView.setUint32(12, flags, true);
+    const r = sym.setxattrat(
+      SYS_XATTRAT.set,
+      at.fd,
+      at.name,
+      NOFOLLOW,
+      name,
+      xargsBytes,
+      XARGS_SIZE,
+    );
+    return ret(r);
+  }
+  /** removexattr of `name` on the name itself: 0 or -errno. */
+  removexattr(at: At, name: Uint8Array): number {
+    return ret(sym.removexattrat(SYS_XATTRAT.remove, at.fd, at.name, NOFOLLOW, name));
   }
   /** fstatvfs(3) of the tree's file system: its counters or -errno. */
   statvfs(): StatVfs | number {

@@ -18,6 +18,11 @@ const lib = Deno.dlopen("libc.so.6", {
   fstat: { parameters: ["i32", "buffer"], result: "i32" },
   ftruncate: { parameters: ["i32", "i64"], result: "i32" },
   fchown: { parameters: ["i32", "u32", "u32"], result: "i32" },
+  fchmod: { parameters: ["i32", "u32"], result: "i32" },
+  fremovexattr: { parameters: ["i32", "buffer"], result: "i32" },
+  fallocate: { parameters: ["i32", "i32", "i64", "i64"], result: "i32" },
+  lseek: { parameters: ["i32", "i64", "i32"], result: "i64" },
+  futimens: { parameters: ["i32", "buffer"], result: "i32" },
   fsync: { parameters: ["i32"], result: "i32" },
   fsync_async: { name: "fsync", parameters: ["i32"], result: "i32", nonblocking: true },
   fdatasync: { parameters: ["i32"], result: "i32" },
@@ -87,6 +92,8 @@ export const O = {
   NOFOLLOW: 0o400000,
   CLOEXEC: 0o2000000,
   PATH: 0o10000000,
+  /** O_TMPFILE (includes O_DIRECTORY). */
+  TMPFILE: 0o20200000,
 } as const;
 
 /** `AT_FDCWD`. */
@@ -238,6 +245,40 @@ export function ftruncate(fd: number, size: number): number {
 /** fchown(2): 0 or -errno. */
 export function fchown(fd: number, uid: number, gid: number): number {
   return ret(sym.fchown(fd, uid >>> 0, gid >>> 0));
+}
+
+/** fallocate(2): 0 or -errno. */
+export function fallocate(fd: number, mode: number, offset: number, length: number): number {
+  return ret(sym.fallocate(fd, mode, n64(offset), n64(length)));
+}
+
+/** `SEEK_DATA` / `SEEK_HOLE` for {@link lseek}. */
+export const SEEK = { DATA: 3, HOLE: 4 } as const;
+/** lseek(2): the new offset or -errno. */
+export function lseek(fd: number, offset: number, whence: number): number {
+  const r = Number(sym.lseek(fd, n64(offset), whence));
+  return r < 0 ? -errno() : r;
+}
+
+/** fremovexattr(2) of `name` (NUL-terminated): 0 or -errno. */
+export function fremovexattr(fd: number, name: Uint8Array): number {
+  return ret(sym.fremovexattr(fd, name));
+}
+
+/** fchmod(2): 0 or -errno. */
+export function fchmod(fd: number, mode: number): number {
+  return ret(sym.fchmod(fd, mode));
+}
+
+const tsBuf = new BigInt64Array(4);
+const tsBytes = new Uint8Array(tsBuf.buffer);
+/** futimens(3): `[sec, nsec]` pairs (nsec may be UTIME_NOW/UTIME_OMIT); 0 or -errno. */
+export function futimens(fd: number, atime: [number, number], mtime: [number, number]): number {
+  tsBuf[0] = BigInt(atime[0]);
+  tsBuf[1] = BigInt(atime[1]);
+  tsBuf[2] = BigInt(mtime[0]);
+  tsBuf[3] = BigInt(mtime[1]);
+  return ret(sym.futimens(fd, tsBytes));
 }
 
 /** fsync(2) / fdatasync(2): 0 or -errno. */

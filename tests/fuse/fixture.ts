@@ -148,6 +148,45 @@ export async function sh(
   return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
 }
 
+/** The system python3 (reachable by every uid), or null when absent: tests needing it are skipped. */
+export const PYTHON = (() => {
+  try {
+    return Deno.statSync("/usr/bin/python3").isFile ? "/usr/bin/python3" : null;
+  } catch {
+    return null;
+  }
+})();
+
+/** The uids the home/shared conformance tests run as: root, and a second user with its own home. */
+export const UIDS = [0, 1000] as const;
+
+/**
+ * Runs `fn` against a live mount of a fresh tree; `home(uid)` is `home/<uid>` on the mount, made
+ * by that uid through the mount on first use (as a user makes its own). Always unmounts.
+ */
+export async function withMount(
+  fn: (m: {
+    tree: Awaited<ReturnType<typeof makeTree>>;
+    daemon: Daemon;
+    home: (uid: number) => Promise<string>;
+  }) => Promise<void>,
+): Promise<void> {
+  const tree = await makeTree();
+  let d: Daemon | null = null;
+  try {
+    d = await startDaemon(tree);
+    const home = async (uid: number) => {
+      const h = `${tree.mount}/home/${uid}`;
+      const r = await sh(`test -d ${h} || mkdir ${h}`, { uid });
+      if (r.code !== 0) throw new Error(`mkdir ${h} as ${uid}: ${r.stderr}`);
+      return h;
+    };
+    await fn({ tree, daemon: d, home });
+  } finally {
+    await cleanup(d, tree);
+  }
+}
+
 if (import.meta.main) {
   // `tools/deno run -A tests/fuse/fixture.ts DIR`: makes an initial tree at DIR/storage.
   update(`${Deno.args[0]}/storage`, {});

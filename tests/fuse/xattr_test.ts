@@ -55,8 +55,6 @@ Deno.test("xattrs: every node answers user.cortexfs.{abi_path,kind,origin,storag
       "agent/coder.d",
       "agent/coder.d/window",
       "model/debug/echo.d/limit",
-      "home/0/dir",
-      "home/0/dir/f",
     ]);
     assertEquals(got, {
       ".": attrs("/", "root", { virtual: true, bytes: 4096 }),
@@ -71,9 +69,18 @@ Deno.test("xattrs: every node answers user.cortexfs.{abi_path,kind,origin,storag
       "agent/coder.d": attrs("/agent/coder.d", "cdir", { bytes: size("agent/coder.d") }),
       "agent/coder.d/window": attrs("/agent/coder.d/window", "control", { bytes: 5 }),
       "model/debug/echo.d/limit": attrs("/model/debug/echo.d/limit", "control", { bytes: 7 }),
-      "home/0/dir": attrs("/home/0/dir", "dir", { bytes: size("home/0/dir") }),
-      "home/0/dir/f": attrs("/home/0/dir/f", "file", { bytes: 5 }),
     });
+    // home/shared list only the backing file's own user.* names (none here); the projection's
+    // attributes are still answered by name
+    assertEquals(await dump(m, ["home/0/dir", "home/0/dir/f"]), {});
+    const named = await sh(
+      `cd ${m}/home/0/dir && for n in abi_path kind origin storage backing_exists bytes; do ` +
+        `getfattr -n user.cortexfs.$n --only-values f; echo; done`,
+    );
+    assertEquals(
+      Object.values(attrs("/home/0/dir/f", "file", { bytes: 5 })).join("\n") + "\n",
+      named.stdout,
+    );
     // values follow the file: a control written through the mount reports its new size at once
     assertEquals((await sh(`echo 4096 > ${m}/agent/coder.d/window`)).code, 0);
     const one = await sh(`getfattr -n user.cortexfs.bytes --only-values ${m}/agent/coder.d/window`);
@@ -133,7 +140,7 @@ Deno.test("xattrs: size probe, ERANGE for a short buffer, ENODATA for unknown na
   }
 });
 
-Deno.test("xattrs are read-only: setfattr/setfattr -x fail with EROFS in the projection, ENOTSUP in home and controls", async () => {
+Deno.test("user.cortexfs.* is read-only: setfattr/setfattr -x fail with EROFS in the projection, EPERM in home, ENOTSUP in controls", async () => {
   const tree = await makeTree();
   let d: Daemon | null = null;
   try {
@@ -154,8 +161,8 @@ Deno.test("xattrs are read-only: setfattr/setfattr -x fail with EROFS in the pro
       rofs,
       rofs,
       rofs,
-      nosup,
-      nosup,
+      "Operation not permitted", // home/0/f: the name is the projection's
+      "Operation not permitted",
       nosup,
       nosup,
       "",
