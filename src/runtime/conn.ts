@@ -2,7 +2,8 @@
 import type { Socket } from "node:net";
 import { encodeFrame, MAX_FRAME } from "../abi/frames.ts";
 import type { PeerCred } from "../sys/sock.ts";
-import { close } from "../sys/libc.ts";
+import { close, peerGone } from "../sys/libc.ts";
+import { fdOf } from "../sys/sock.ts";
 
 /** A raw line read while an approval waits, or why none came. */
 export type Answer = { line: string } | { eof: true } | { timeout: true } | { oversized: true };
@@ -38,6 +39,21 @@ export class Conn {
     });
     socket.on("end", () => this.#waiter?.({ eof: true }));
     socket.on("error", () => {/* close follows */});
+  }
+
+  /**
+   * True when the client is gone: closed here, or its end closed entirely (not a half-close, after
+   * which it still reads its replies). Asked before a queued request starts, since the 'close'
+   * event of a peer that left comes only once a write to it fails.
+   */
+  get gone(): boolean {
+    if (this.closed || this.socket.destroyed) return true;
+    // Asked of the kernel, not of the stream: its EOF may not have been read yet.
+    try {
+      return peerGone(fdOf(this.socket));
+    } catch {
+      return true;
+    }
   }
 
   /** Runs `fn` once when the connection closes. */

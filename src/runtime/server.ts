@@ -142,7 +142,7 @@ function handle(
     queue.waiting++;
     queue.p = queue.p.then(() => {
       queue.waiting--;
-      return conn.closed ? undefined : guard(fn)();
+      return conn.gone ? undefined : guard(fn)();
     });
   };
   switch (req.op) {

@@ -158,6 +158,19 @@ export function pollInSync(fd: number, timeoutMs: number): number {
   return ret(sym.poll_sync(syncPollBuf, ONE, timeoutMs));
 }
 
+/**
+ * True when the peer of socket `fd` has closed its end entirely (POLLHUP, polled without
+ * waiting), as opposed to only its write side (a half-close: EOF to read, but replies still reach
+ * it). Unix stream sockets report POLLHUP only then.
+ */
+export function peerGone(fd: number): boolean {
+  syncPollView.setInt32(0, fd, true);
+  syncPollView.setInt16(4, 0, true); // no events asked: POLLHUP and POLLERR are always reported
+  syncPollView.setInt16(6, 0, true);
+  const n = sym.poll_sync(syncPollBuf, ONE, 0);
+  return n > 0 && (syncPollView.getInt16(6, true) & 0x18) !== 0; // POLLHUP | POLLERR
+}
+
 /** A decoded `struct stat` (x86_64 layout, 144 bytes). */
 export interface Stat {
   dev: number;
