@@ -165,12 +165,13 @@ export const CONTROLS: Readonly<Record<ControlKind, Readonly<Record<string, Cont
 };
 
 /**
- * Controls that can hold secrets (an executable agent's key goes in `env`), by kind: readable
- * only by the object's owner and root, in the storage tree (0600, root's), through the mount (0600,
- * shown as the owner's) and so in every sandbox. The one list every layer asks.
+ * Controls that can hold secrets (an executable agent's key goes in `env`; its stderr, which may
+ * print anything, goes in `log`), by kind: readable only by the object's owner and root, in the
+ * storage tree (0600, root's), through the mount (0600, shown as the owner's) and so in every
+ * sandbox. The one list every layer asks.
  */
 export const SECRET_CONTROLS: Readonly<Record<ControlKind, ReadonlySet<string>>> = {
-  agent: new Set(["env"]),
+  agent: new Set(["env", "log"]),
   model: new Set(),
   tool: new Set(),
 };

@@ -96,15 +96,15 @@ Deno.test("each table's parse/format pair round-trips a canonical value", () => 
   }
 });
 
-Deno.test("SECRET_CONTROLS is the agent's env alone: 0600, every other control 0644", () => {
+Deno.test("SECRET_CONTROLS is the agent's env and log: 0600, every other control 0644", () => {
   assertEquals(
     Object.fromEntries(Object.entries(SECRET_CONTROLS).map(([k, v]) => [k, [...v]])),
-    { agent: ["env"], model: [], tool: [] },
+    { agent: ["env", "log"], model: [], tool: [] },
   );
   const modes = Object.entries(CONTROLS).flatMap(([kind, table]) =>
     Object.keys(table).map((n) => controlMode(kind as keyof typeof CONTROLS, n))
   );
-  assertEquals(modes.filter((m) => m === 0o600).length, 1);
+  assertEquals(modes.filter((m) => m === 0o600).length, 2);
   assertEquals(modes.filter((m) => m !== 0o600 && m !== 0o644), []);
   assertEquals(
     [

@@ -1,5 +1,5 @@
 /** The one bridge from the mount to the storage tree's control rules (src/store/control.ts). */
-import { controlSpec, isSecretControl } from "../abi/controls.ts";
+import { controlMode, controlSpec, isSecretControl } from "../abi/controls.ts";
 import { CtxError, ERRNO, toCtxError } from "../abi/errno.ts";
 import { parseOwner } from "../abi/identity.ts";
 import { isName } from "../abi/names.ts";
@@ -207,8 +207,12 @@ function judge(
     throw new CtxError(err.errno, `Cannot set "${ref.control}": ${err.message}`, { path: abiPath });
   }
   if (!write) return;
-  // a definition file: the daemon's (root's), like every file under agent/
-  replaceFile(path, bytes, { mode: 0o644, uid: Deno.uid() ?? 0, gid: Deno.gid() ?? 0 });
+  // a definition file: the daemon's (root's), like every file under agent/ (a secret one 0600)
+  replaceFile(path, bytes, {
+    mode: controlMode(ref.kind, ref.control),
+    uid: Deno.uid() ?? 0,
+    gid: Deno.gid() ?? 0,
+  });
 }
 
 /** Whether a control path may be written: "control", "readonly" (EROFS) or "unknown" (EINVAL). */

@@ -30,10 +30,19 @@ export interface ExecRun extends CallContext {
   toolContext: string;
   /** Where live process groups are recorded (`<run>/groups`). */
   groups: string;
+  /** Appends LF-terminated lines to the agent's `log` (its stderr, stamped). */
+  log?: (lines: string) => void;
 }
 
 type StepEnd =
-  | { kind: "final"; text: string; error?: { code: string; message: string }; code: number }
+  | {
+    kind: "final";
+    text: string;
+    error?: { code: string; message: string };
+    code: number;
+    /** The last lines the step printed on stderr (for the error frame of a failed step). */
+    stderr: string;
+  }
   | { kind: "yield"; call: ToolCall; code: number }
   | { kind: "invalid"; reason: string }
   | { kind: "cancelled" };
@@ -116,12 +125,14 @@ async function step(x: ExecRun, n: number, obs: Observation | null): Promise<Ste
       ...view.spec,
       env: { ...base, ...stepEnv(x, n) },
       command: [`/ctx/agent/${def.name}`],
-    });
+    }, { stderr: "piped" });
   } catch (e) {
     view.close();
     throw e;
   }
   const { child } = sandbox;
+  // stderr is drained as it comes (a full pipe would stall the agent) and its tail kept.
+  const err = stderrTail(child.stderr);
   let receipt: string | undefined;
   const onAbort = () => void stopGroup(child);
   run.abort.signal.addEventListener("abort", onAbort);
@@ -205,6 +216,7 @@ async function step(x: ExecRun, n: number, obs: Observation | null): Promise<Ste
       text: messages.length ? messages.join("\n") : text,
       error,
       code: status.code,
+      stderr: lastLines(await err, ERROR_STDERR),
     };
   } finally {
     run.abort.signal.removeEventListener("abort", onAbort);
@@ -213,7 +225,36 @@ async function step(x: ExecRun, n: number, obs: Observation | null): Promise<Ste
     if (receipt) dropGroup(receipt);
     view.close();
     sandbox.cleanup();
+    const tail = await err;
+    const stamp = `${new Date().toISOString()} ${run.id} step ${n}: `;
+    x.log?.(tail.split("\n").filter((l) => l !== "").map((l) => stamp + l + "\n").join(""));
   }
+}
+
+/** Bytes of a step's stderr kept (its tail) for the agent's log. */
+const STDERR_KEEP = 16 * 1024;
+/** Bytes of that tail an error frame quotes. */
+const ERROR_STDERR = 1024;
+
+/** Drains `stream`, keeping its last {@link STDERR_KEEP} bytes as text. */
+async function stderrTail(stream: ReadableStream<Uint8Array>): Promise<string> {
+  const dec = new TextDecoder();
+  let text = "";
+  try {
+    for await (const chunk of stream) {
+      text += dec.decode(chunk, { stream: true });
+      if (text.length > 2 * STDERR_KEEP) text = text.slice(-STDERR_KEEP);
+    }
+  } catch { /* the process is gone: what came is what there is */ }
+  return text.slice(-STDERR_KEEP);
+}
+
+/** The whole last lines of `text` within `max` characters. */
+function lastLines(text: string, max: number): string {
+  const t = text.trimEnd();
+  if (t.length <= max) return t;
+  const cut = t.indexOf("\n", t.length - max);
+  return cut < 0 ? t.slice(-max) : t.slice(cut + 1);
 }
 
 /** Drives the run to its single host-written outcome (`done`), step by step. */
@@ -243,7 +284,8 @@ export async function execLoop(x: ExecRun): Promise<void> {
           await run.emit({
             type: "error",
             code: "EIO",
-            message: `agent process failed (exit ${end.code})`,
+            message: `agent process failed (exit ${end.code})` +
+              (end.stderr ? `: ${end.stderr}` : ""),
           });
           return run.finish("error");
         }

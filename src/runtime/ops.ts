@@ -262,6 +262,7 @@ export async function opSend(ctx: OpContext, conn: Conn, name: string, req: Send
         toolCache: ctx.toolCache,
         cancel: (id) => cancelOn(ctx, conn, name, id),
         groups: groupsDir(ctx.run),
+        log: (lines) => ctx.presence.log(agent.name, lines),
         input: req.input,
         history,
         toolContext: "",

@@ -1,5 +1,9 @@
-/** The agent summary projections `agent/<n>.d/status` and `pid`: ready/busy while served, dead after. */
+/** The agent summary projections `agent/<n>.d/status`, `pid` and `log`: ready/busy while served, dead after; the agent's stderr, bounded. */
+import { controlMode } from "../abi/controls.ts";
 import { replaceFile } from "../store/atomic.ts";
+
+/** `log` keeps its newest lines within this many bytes (the control bound is 64 KiB). */
+export const LOG_BYTES = 48 * 1024;
 
 /** What `agent/<n>.d/status` says (the subset of the ABI's values this runtime writes). */
 export type AgentStatus = "ready" | "busy" | "dead";
@@ -13,7 +17,7 @@ export type AgentStatus = "ready" | "busy" | "dead";
 function project(path: string, text: string): void {
   try {
     replaceFile(path, text, {
-      mode: 0o644,
+      mode: controlMode("agent", path.slice(path.lastIndexOf("/") + 1)),
       uid: Deno.uid() ?? 0,
       gid: Deno.gid() ?? 0,
       sync: false,
@@ -64,5 +68,26 @@ export class Presence {
     if (n > 0) this.#runs.set(name, n);
     else this.#runs.delete(name);
     if (n <= 0 && this.#served.has(name)) this.#write(name, "ready");
+  }
+
+  /**
+   * Appends `lines` (already LF-terminated) to `agent/<name>.d/log`, keeping the newest whole
+   * lines within {@link LOG_BYTES}: bounded, rotated by dropping the oldest. The file is a secret
+   * control (0600: what an agent prints may hold anything), replaced atomically.
+   */
+  log(name: string, lines: string): void {
+    if (lines === "") return;
+    const path = `${this.#root}/agent/${name}.d/log`;
+    let old = "";
+    try {
+      old = Deno.readTextFileSync(path);
+    } catch { /* none yet */ }
+    let text = old + lines;
+    const enc = new TextEncoder();
+    while (enc.encode(text).length > LOG_BYTES) {
+      const cut = text.indexOf("\n", Math.max(0, text.length - LOG_BYTES));
+      text = cut < 0 ? "" : text.slice(cut + 1);
+    }
+    project(path, text);
   }
 }

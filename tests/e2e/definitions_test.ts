@@ -40,7 +40,7 @@ function backing(tree: Tree, n: string): string[] {
   return out;
 }
 
-/** What backing() must say: everything root's, the dir and the entry 0755, controls 0644, env 0600. */
+/** What backing() must say: everything root's, the dir and the entry 0755, controls 0644, env and log 0600. */
 function rootOwned(tree: Tree, n: string, entryMode = 0o755): string[] {
   return backing(tree, n).map((l) => {
     const [rel] = l.split(" ");
@@ -48,7 +48,7 @@ function rootOwned(tree: Tree, n: string, entryMode = 0o755): string[] {
       ? entryMode
       : rel === `agent/${n}.d`
       ? 0o755
-      : rel === `agent/${n}.d/env`
+      : rel === `agent/${n}.d/env` || rel === `agent/${n}.d/log`
       ? 0o600
       : 0o644;
     return `${rel} ${mode.toString(8)} 0:0`;

@@ -60,7 +60,13 @@ Deno.test("ctx agent new through the mount (root and uid 65534) makes what it ma
         [k],
       ) => [
         k,
-        `${k === "agent/mine.d/env" ? 600 : k.startsWith("agent/mine.d/") ? 644 : 755} 0 0`,
+        `${
+          k === "agent/mine.d/env" || k === "agent/mine.d/log"
+            ? 600
+            : k.startsWith("agent/mine.d/")
+            ? 644
+            : 755
+        } 0 0`,
       ]),
     );
     const owners = await sh(

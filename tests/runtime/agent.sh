@@ -86,6 +86,6 @@ two) call call-1 '["tools"]'; call call-2 '["tools"]' ;;
 after) call call-1 '["tools"]'; printf '{"type":"delta","text":"more"}\n' ;;
 garbage) printf 'this is not json\n' ;;
 error) printf '{"type":"error","code":"ENOENT","message":"agent says no"}\n' ;;
-fail) printf '{"type":"delta","text":"partial"}\n'; exit 3 ;;
+fail) printf '{"type":"delta","text":"partial"}\n'; echo "agent trouble: $arg" >&2; exit 3 ;;
 *) printf '{"type":"message","role":"assistant","content":"unknown command"}\n' ;;
 esac

@@ -1,5 +1,5 @@
 /** Rule 4: executable agents under sdk-envelope-v1: envelope, environment, output rules, limits. */
-import { assert, assertEquals } from "../assert.ts";
+import { assert, assertEquals, assertMatch } from "../assert.ts";
 import {
   addTestAgent,
   cleanup,
@@ -195,7 +195,7 @@ Deno.test("invalid agent output fails the run with a host error frame", async ()
       ["after", "EPROTO", "invalid agent output: a frame after the yielded tool_call"],
       ["garbage", "EPROTO", "invalid agent output: stdout line is not JSON"],
       ["error", "ENOENT", "agent says no"],
-      ["fail", "EIO", "agent process failed (exit 3)"],
+      ["fail oops", "EIO", "agent process failed (exit 3): agent trouble: oops"],
     ];
     for (const [input, code, message] of cases) {
       const frames = await send(f, "t", input);
@@ -211,6 +211,10 @@ Deno.test("invalid agent output fails the run with a host error frame", async ()
       ], input);
       assert(!frames.some((x) => x.type === "tool_call"), `${input}: no call may run`);
     }
+    // The failed step's stderr went to the agent's log too: stamped, owner-only (0600).
+    const log = `${f.root}/agent/t.d/log`;
+    assertMatch(Deno.readTextFileSync(log), /Z ctx-[0-9a-f]{32} step 0: agent trouble: oops\n/);
+    assertEquals((Deno.statSync(log).mode ?? 0) & 0o777, 0o600);
   } finally {
     await d.stop();
     await cleanup(f);

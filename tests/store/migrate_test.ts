@@ -22,7 +22,8 @@ function untouched(dir: string): Record<string, Entry> {
   const out: Record<string, Entry> = {};
   for (const [k, v] of Object.entries(snapshot(Deno.realPathSync(dir)))) {
     if (k === "bin/cortexfs.bootstrap.json" || k.startsWith("tool/tsh.d")) continue;
-    if (k === "agent/coder.d/env") continue; // migration 4 makes it 0600
+    // migration 4 makes the secret controls 0600
+    if (k === "agent/coder.d/env" || k === "agent/coder.d/log") continue;
     out[k] = v.type === "dir" ? { ...v, mtime: 0 } : v;
   }
   return out;
@@ -86,19 +87,22 @@ Deno.test("storage update brings a tree_version 1 tree to 4: tool/tsh.d/config a
       window_percent: 1,
     });
     assertEquals(untouched(dir), before);
-    // The default agent's env: 0644 in the v1 tree, 0600 now, bytes and owner unchanged.
-    assertEquals(
-      [snapshot(`${s}/generations/1`)["agent/coder.d/env"], snap["agent/coder.d/env"]]
-        .map((e) => ({ ...e, mtime: 0 })),
-      [0o644, 0o600].map((mode): Entry => ({
-        type: "file",
-        mode,
-        uid: Deno.uid() ?? -1,
-        gid: Deno.gid() ?? -1,
-        mtime: 0,
-        data: "",
-      })),
-    );
+    // The default agent's env and log: 0644 in the v1 tree, 0600 now, bytes and owner unchanged.
+    for (const c of ["env", "log"]) {
+      assertEquals(
+        [snapshot(`${s}/generations/1`)[`agent/coder.d/${c}`], snap[`agent/coder.d/${c}`]]
+          .map((e) => ({ ...e, mtime: 0 })),
+        [0o644, 0o600].map((mode): Entry => ({
+          type: "file",
+          mode,
+          uid: Deno.uid() ?? -1,
+          gid: Deno.gid() ?? -1,
+          mtime: 0,
+          data: "",
+        })),
+        c,
+      );
+    }
     assertEquals(Object.keys(before).length > 50, true); // a real tree was compared, not a link
     // Running it again has nothing to do.
     const again = await ctx(["storage", "update"], { env: { CORTEXFS_STORAGE: s } });
