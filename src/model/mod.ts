@@ -5,6 +5,7 @@ import { CtxError } from "../abi/errno.ts";
 import { readControl, resolveModel } from "../store/agent.ts";
 import type { Driver, ModelConfig } from "./driver.ts";
 import { echoDriver } from "./echo.ts";
+import { openaiChatDriver } from "./openai.ts";
 import { scriptDriver } from "./script.ts";
 
 export type {
@@ -25,6 +26,7 @@ export { scriptDriver } from "./script.ts";
 export const DRIVERS: Readonly<Record<string, Driver>> = {
   debug: echoDriver,
   "debug-script": scriptDriver,
+  "openai-chat": openaiChatDriver,
 };
 
 /** A model object resolved for an agent-owned call: its driver and its configuration. */
