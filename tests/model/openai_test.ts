@@ -48,11 +48,14 @@ function addModel(f: Fixture, ref: string, options: { baseURL: string; id: strin
 
 async function world(
   baseURL: string,
-  options: { id?: string; key?: string | null } = {},
+  options: { id?: string; key?: string | null; tools?: string[] } = {},
 ): Promise<World> {
   const f = await makeTree();
   const secrets = `${f.tmp}/secrets`;
   addModel(f, "fixture/chat", { baseURL, id: options.id ?? "fixture-model" });
+  if (options.tools) {
+    replaceFile(`${f.root}/agent/m.d/tools`, options.tools.map((t) => `${t}\n`).join(""));
+  }
   if (options.key !== null) {
     writeSecret("fixture", "default", { key: options.key ?? KEY, root: secrets });
   }
@@ -167,6 +170,30 @@ Deno.test("openai-chat: one tool call (tsh fs.read hello.txt) runs through tsh a
       [["call_fx_read", "tsh", { args: ["fs.read", "hello.txt"] }]],
     );
     assertEquals(out.stdout.includes("The file greets the workspace."), true);
+  } finally {
+    await end(w, server);
+  }
+});
+
+Deno.test("openai-chat: .d/tools declarations are offered with their schema; a later run sends earlier user and assistant turns but no tool messages", async () => {
+  const server = new OpenAIServer();
+  server.push(fixture("tool_call"), fixture("after_tool"), fixture("plain"));
+  const w = await world(server.baseURL, { tools: ["fs.read"] });
+  try {
+    assertEquals((await send(w, "read hello.txt")).code, 0);
+    assertEquals((await send(w, "and now?")).code, 0);
+    const tools = server.requests[0].body.tools as unknown as {
+      function: { name: string; parameters: { required?: string[] } };
+    }[];
+    assertEquals(tools.map((t) => t.function.name), ["tsh", "fs_read"]);
+    assertEquals(tools[1].function.parameters.required, ["path"]);
+    const third = server.requests[2].body.messages ?? [];
+    assertEquals(third.map((m) => [m.role, m.content]), [
+      ["system", third[0].content],
+      ["user", "read hello.txt"],
+      ["assistant", "The file greets the workspace."],
+      ["user", "and now?"],
+    ]);
   } finally {
     await end(w, server);
   }
