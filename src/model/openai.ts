@@ -69,12 +69,14 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
   });
 }
 
-function codeOf(e: unknown): string | undefined {
+/** True when the connection was refused (Deno reports it only in a cause's message). */
+function refused(e: unknown): boolean {
   for (let c = e, i = 0; c && typeof c === "object" && i < 5; c = (c as ApiError).cause, i++) {
-    const code = (c as { code?: unknown }).code;
-    if (typeof code === "string") return code;
+    const { code, message } = c as { code?: unknown; message?: unknown };
+    if (code === "ECONNREFUSED") return true;
+    if (typeof message === "string" && /Connection refused|os error 111/.test(message)) return true;
   }
-  return undefined;
+  return false;
 }
 
 /** A provider failure as a CtxError with a stable errno; `key` never appears in the message. */
@@ -88,10 +90,7 @@ export function mapError(e: unknown, key: string | undefined): CtxError {
       redact(`provider answered HTTP ${api.statusCode}: ${api.message ?? ""}`.trim()),
     );
   }
-  const code = codeOf(e);
-  if (code === "ECONNREFUSED") {
-    return new CtxError("ECONNREFUSED", "provider refused the connection");
-  }
+  if (refused(e)) return new CtxError("ECONNREFUSED", "provider refused the connection");
   const msg = e instanceof Error ? e.message : String(e);
   return new CtxError("EIO", redact(`provider request failed: ${msg}`));
 }
@@ -242,7 +241,7 @@ export const openaiChatDriver: Driver = {
         if (request.signal.aborted) return;
         const api = apiError(e);
         const again = !output && n < MAX_RETRIES &&
-          (retryable(api?.statusCode) || codeOf(e) === "ECONNREFUSED");
+          (retryable(api?.statusCode) || refused(e));
         if (!again) throw mapError(e, key);
         await sleep(delayOf(n, api?.responseHeaders), request.signal);
         if (request.signal.aborted) return;

@@ -62,6 +62,12 @@ Deno.test("mapError() keeps the status's errno and never repeats the key", () =>
     undefined,
   );
   assertEquals(refused.errno, "ECONNREFUSED");
+  // Deno's fetch says it only in the cause's message.
+  const deno = Object.assign(new Error("Cannot connect to API: error sending request"), {
+    name: "AI_APICallError",
+    cause: new Error("tcp connect error: Connection refused (os error 111)"),
+  });
+  assertEquals(mapError(deno, undefined).errno, "ECONNREFUSED");
   assertEquals(mapError(new Error("boom"), undefined).errno, "EIO");
 });
 

@@ -24,6 +24,7 @@ export interface Seen {
   body: {
     model?: string;
     stream?: boolean;
+    stream_options?: unknown;
     messages?: { role: string; content?: unknown; tool_calls?: unknown; tool_call_id?: string }[];
     tools?: { type: string; function: { name: string } }[];
   };

@@ -124,7 +124,9 @@ Deno.test("openai-chat: a plain answer streams deltas, then usage and the final 
     const [r] = server.requests;
     assertEquals(r.path, "/v1/chat/completions");
     assertEquals(r.authorization, `Bearer ${KEY}`);
-    assertEquals([r.body.model, r.body.stream], ["fixture-model", true]);
+    assertEquals([r.body.model, r.body.stream, r.body.stream_options], ["fixture-model", true, {
+      include_usage: true,
+    }]);
     assertEquals(r.body.messages?.map((m) => m.role), ["system", "user"]);
     assertEquals(r.body.messages?.[1].content, "say hello");
     assertEquals(r.body.tools?.map((t) => t.function.name), ["tsh"]);
