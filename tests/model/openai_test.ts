@@ -266,6 +266,27 @@ Deno.test("openai-chat: a 429 is retried (Retry-After honoured) and the second t
   }
 });
 
+Deno.test("openai-chat: 5xx is retried with backoff and ends EIO after 4 tries; 429 every time ends EAGAIN", async () => {
+  const server = new OpenAIServer();
+  const busy = fixture("server_error");
+  const limited = fixture("rate_limited");
+  server.push(busy, busy, busy, busy, limited, limited, limited, limited);
+  const w = await world(server.baseURL);
+  try {
+    const t0 = Date.now();
+    assertEquals((await send(w, "one")).code !== 0, true);
+    // 200 + 400 + 800 ms of backoff between the four tries.
+    assertEquals(Date.now() - t0 >= 1400, true);
+    assertEquals(server.requests.length, 4);
+    assertEquals((await send(w, "two")).code !== 0, true);
+    assertEquals(server.requests.length, 8);
+    const errors = history(w.f, "m").events.filter((e) => e.type === "error").map((e) => e.code);
+    assertEquals(errors, ["EIO", "EAGAIN"]);
+  } finally {
+    await end(w, server);
+  }
+});
+
 Deno.test("openai-chat: a 401 is EACCES at once (no retry); without a stored key no Authorization is sent", async () => {
   const server = new OpenAIServer();
   server.push(fixture("unauthorized"));
