@@ -124,6 +124,29 @@ program
   });
 
 program
+  .command("provider")
+  .description("provider secrets, kept on the host only")
+  .command("set")
+  .description("store NAME's API key (0600) from stdin, or from --env VAR; never from argv")
+  .argument("<name>", "provider name (the <provider> of model/<provider>/<model>)")
+  .option("--slot <slot>", "secret slot", "default")
+  .option("--env <var>", "read the key from this environment variable instead of stdin")
+  .action((name: string, o: { slot: string; env?: string }) =>
+    guarded(name, async () => {
+      const { providerSet } = await import("../src/ctx/provider.ts");
+      console.log(
+        await providerSet({
+          name,
+          slot: o.slot,
+          envVar: o.env,
+          env,
+          stdin: async () => new Uint8Array(await new Response(Deno.stdin.readable).arrayBuffer()),
+        }),
+      );
+    })
+  );
+
+program
   .command("doctor")
   .description("check that bubblewrap can create its namespaces here (exit 0 ok, 69 not)")
   .action(() =>

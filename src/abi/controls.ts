@@ -46,12 +46,16 @@ import {
 import { formatPolicy, parsePolicy } from "./policy.ts";
 import {
   formatCap,
+  formatDefaults,
   formatDriver,
   formatFallback,
+  formatModelId,
   formatModelRef,
   parseCap,
+  parseDefaults,
   parseDriver,
   parseFallback,
+  parseModelId,
   parseModelRef,
 } from "./model.ts";
 import {
@@ -137,6 +141,8 @@ export const AGENT_CONTROLS: Readonly<Record<string, ControlSpec>> = {
 /** `model/<provider>/<model>.d/*`. */
 export const MODEL_CONTROLS: Readonly<Record<string, ControlSpec>> = {
   driver: spec(parseDriver, formatDriver, { required: true }),
+  id: spec(parseModelId, formatModelId, one),
+  default: spec(parseDefaults, formatDefaults, {}),
   cap: spec(parseCap, formatCap, {}),
   limit: spec(parseLimit, formatLimit, { ...projected, single: true }),
   fallback: spec(parseFallback, formatFallback, {}),

@@ -50,6 +50,8 @@ Deno.test("AGENT_CONTROLS lists every agent control with its flags", () => {
 Deno.test("MODEL_CONTROLS and TOOL_CONTROLS list their controls; limit is read-only", () => {
   assertEquals(flags(MODEL_CONTROLS), {
     driver: [true, false, true],
+    id: [true, true, false],
+    default: [true, false, false],
     cap: [true, false, false],
     limit: [false, true, false],
     fallback: [true, false, false],

@@ -153,3 +153,85 @@ export function parseFallback(text: string): string[] {
 export function formatFallback(refs: readonly string[]): string {
   return joinLines(refs);
 }
+
+/** A model's `id`: the provider's native model id (one line, printable ASCII, no whitespace). */
+export function parseModelId(text: string): string {
+  const v = singleLine("id", text);
+  if (!/^[\x21-\x7e]{1,256}$/.test(v)) {
+    throw invalid("id", `${quote(v)} is not 1-256 printable ASCII characters without spaces`);
+  }
+  return v;
+}
+
+/** Serializes a model's `id`. */
+export function formatModelId(id: string): string {
+  return `${id}\n`;
+}
+
+/** Keys of a model's `default` control; a secret is never one of them. */
+export const DEFAULT_KEYS = ["base_url", "slot", "script"] as const;
+
+const SLOT = /^[a-z0-9][a-z0-9._-]{0,63}$/;
+
+function defaultValue(key: string, value: string, at: string): string {
+  switch (key) {
+    case "base_url": {
+      let url: URL;
+      try {
+        url = new URL(value);
+      } catch {
+        throw invalid("default", `${at}: base_url ${quote(value)} is not a URL`);
+      }
+      if (url.protocol !== "http:" && url.protocol !== "https:") {
+        throw invalid("default", `${at}: base_url ${quote(value)} is not http(s)`);
+      }
+      if (url.username || url.password || url.search || url.hash) {
+        throw invalid(
+          "default",
+          `${at}: base_url ${quote(value)} has credentials, a query or a hash`,
+        );
+      }
+      return value.replace(/\/+$/, "");
+    }
+    case "slot":
+      if (!SLOT.test(value)) {
+        throw invalid("default", `${at}: slot ${quote(value)} is not [a-z0-9][a-z0-9._-]*`);
+      }
+      return value;
+    case "script":
+      if (
+        value === "" || value.startsWith("/") ||
+        value.split("/").some((c) => c === ".." || c === "")
+      ) {
+        throw invalid(
+          "default",
+          `${at}: script ${quote(value)} is not a relative path without ".."`,
+        );
+      }
+      return value;
+  }
+  throw invalid("default", `${at}: key ${quote(key)} is not one of ${DEFAULT_KEYS.join(", ")}`);
+}
+
+/**
+ * Parses a model's `default`: `key=value` lines with distinct keys from {@link DEFAULT_KEYS};
+ * blank lines and `#` comments are skipped. `base_url` is an http(s) URL without credentials
+ * (a trailing `/` dropped), `slot` a secret slot name, `script` a path relative to the agent home.
+ */
+export function parseDefaults(text: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const { no, text: line } of listLines("default", text, { comments: true })) {
+    const at = `line ${no}`;
+    const eq = line.indexOf("=");
+    if (eq <= 0) throw invalid("default", `${at} ${quote(line)} is not key=value`);
+    const key = line.slice(0, eq);
+    if (Object.hasOwn(out, key)) throw invalid("default", `${at}: key ${quote(key)} repeats`);
+    out[key] = defaultValue(key, line.slice(eq + 1), at);
+  }
+  return out;
+}
+
+/** Serializes a model's `default` in {@link DEFAULT_KEYS} order. */
+export function formatDefaults(d: Record<string, string>): string {
+  return joinLines(DEFAULT_KEYS.filter((k) => d[k] !== undefined).map((k) => `${k}=${d[k]}`));
+}

@@ -1,11 +1,15 @@
 import {
   formatCap,
+  formatDefaults,
   formatDriver,
   formatFallback,
+  formatModelId,
   formatModelRef,
   parseCap,
+  parseDefaults,
   parseDriver,
   parseFallback,
+  parseModelId,
   parseModelRef,
   routeFor,
 } from "./model.ts";
@@ -103,6 +107,49 @@ Deno.test("fallback: accept/reject table (provider/model refs, # comments)", () 
       ["a/b/c\n", "EINVAL", "more than two components"],
       [" openai/a\n", "EINVAL", "leading or trailing whitespace"],
       ["openai/a # why\n", "EINVAL", "contains whitespace"],
+    ],
+  });
+});
+
+Deno.test("id: accept/reject table (native model id line)", () => {
+  checkTable(parseModelId, formatModelId, {
+    control: "id",
+    accept: [["gpt-4o-mini\n", "gpt-4o-mini"], ["llama3.1:8b\n", "llama3.1:8b"]],
+    reject: [
+      ["", "EINVAL", "missing value"],
+      ["a b\n", "EINVAL", "printable ASCII"],
+      ["x", "EINVAL", "must end with a newline"],
+    ],
+  });
+});
+
+Deno.test("default: accept/reject table (base_url, slot, script; no secrets)", () => {
+  checkTable(parseDefaults, formatDefaults, {
+    control: "default",
+    accept: [
+      ["", {}],
+      ["base_url=http://127.0.0.1:11434/v1\n", { base_url: "http://127.0.0.1:11434/v1" }],
+      [
+        "base_url=https://api.example.com/v1/\n",
+        { base_url: "https://api.example.com/v1" },
+        "base_url=https://api.example.com/v1\n",
+      ],
+      [
+        "# local\nscript=demo.jsonl\n\nslot=work\n",
+        { script: "demo.jsonl", slot: "work" },
+        "slot=work\nscript=demo.jsonl\n",
+      ],
+    ],
+    reject: [
+      ["api_key=sk-1\n", "EINVAL", `key "api_key" is not one of base_url, slot, script`],
+      ["base_url=ftp://x\n", "EINVAL", "is not http(s)"],
+      ["base_url=https://u:p@x/\n", "EINVAL", "has credentials"],
+      ["base_url=nope\n", "EINVAL", "is not a URL"],
+      ["script=../x\n", "EINVAL", "relative path"],
+      ["script=/etc/passwd\n", "EINVAL", "relative path"],
+      ["slot=A\n", "EINVAL", `slot "A"`],
+      ["base_url=http://a\nbase_url=http://b\n", "EINVAL", `key "base_url" repeats`],
+      ["=x\n", "EINVAL", "is not key=value"],
     ],
   });
 });

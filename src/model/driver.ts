@@ -1,21 +1,67 @@
 /** The model driver interface: host-side adapters turn a message array into canonical stream events. */
 
-/** One rendered chat message handed to a driver. */
-export interface ChatMessage {
-  role: "system" | "user" | "assistant" | "tool";
-  content: string;
+/** One tool call as a model asked for it (arguments already parsed to an object). */
+export interface ModelToolCall {
+  id: string;
+  name: string;
+  arguments: Record<string, unknown>;
 }
+
+/** One rendered chat message handed to a driver. */
+export type ChatMessage =
+  | { role: "system" | "user"; content: string }
+  | { role: "assistant"; content: string; tool_calls?: ModelToolCall[] }
+  | { role: "tool"; content: string; tool_call_id: string; name: string };
+
+/** A tool offered to the model: a name of `[A-Za-z0-9_-]{1,64}`, a description, a JSON Schema. */
+export interface ToolSpec {
+  name: string;
+  description: string;
+  parameters: Record<string, unknown>;
+}
+
+/** Why a model turn ended, provider-neutral. */
+export type StopReason = "stop" | "length" | "tool_calls" | "content_filter" | "other";
 
 /** What a driver streams back (the host adds `run` and records them). */
 export type ModelEvent =
   | { type: "delta"; text: string }
-  | { type: "usage"; input_tokens: number; output_tokens: number };
+  | { type: "usage"; input_tokens: number; output_tokens: number }
+  | { type: "tool_call"; id: string; name: string; arguments: Record<string, unknown> }
+  | { type: "finish"; reason: StopReason };
+
+/** A model object as the host resolved it from `model/<provider>/<model>.d/`. */
+export interface ModelConfig {
+  /** The real reference (aliases resolved): `<provider>/<model>`. */
+  ref: string;
+  /** The `<provider>` component: also the secret's provider directory. */
+  provider: string;
+  /** The provider's native model id (`id` control), else the `<model>` component. */
+  id: string;
+  /** `default` control keys (`base_url`, `slot`, `script`, ...). */
+  defaults: Record<string, string>;
+}
+
+/** Who the call is for: the agent whose files a driver may read (as that uid), and the tree. */
+export interface CallerContext {
+  root: string;
+  agent: string;
+  uid: number;
+  gid: number;
+  groups: number[];
+}
 
 /** One model call. */
 export interface ModelRequest {
   /** Model reference as the agent names it (`debug/echo`, `main`). */
   model: string;
+  /** The resolved model object (absent for callers that only have a reference). */
+  config?: ModelConfig;
   messages: ChatMessage[];
+  /** Tools the model may call; none when absent. */
+  tools?: ToolSpec[];
+  /** The agent this call serves (the script driver reads its file as this identity). */
+  caller?: CallerContext;
   /** Aborted on cancellation: the driver must stop streaming promptly. */
   signal: AbortSignal;
 }
@@ -24,6 +70,6 @@ export interface ModelRequest {
 export interface Driver {
   /** Driver name as written in the model's `driver` control. */
   readonly name: string;
-  /** Streams the answer to the last user message. */
+  /** Streams the answer to the conversation. */
   stream(request: ModelRequest): AsyncIterable<ModelEvent>;
 }

@@ -1,44 +1,74 @@
-/** Model objects seen by the runtime: pick the driver a model's `driver` control names. */
+/** Model objects seen by the runtime: resolve a model's controls and pick the driver its `driver` names. */
+import { type Driver as Route, routeFor } from "../abi/model.ts";
+import { MODEL_CONTROLS } from "../abi/controls.ts";
 import { CtxError } from "../abi/errno.ts";
-import type { Driver } from "./driver.ts";
+import { readControl, resolveModel } from "../store/agent.ts";
+import type { Driver, ModelConfig } from "./driver.ts";
 import { echoDriver } from "./echo.ts";
+import { openaiChatDriver } from "./openai.ts";
+import { scriptDriver } from "./script.ts";
 
-export type { ChatMessage, Driver, ModelEvent, ModelRequest } from "./driver.ts";
+export type {
+  CallerContext,
+  ChatMessage,
+  Driver,
+  ModelConfig,
+  ModelEvent,
+  ModelRequest,
+  ModelToolCall,
+  StopReason,
+  ToolSpec,
+} from "./driver.ts";
 export { echoDriver } from "./echo.ts";
+export { scriptDriver } from "./script.ts";
 
-const DRIVERS: Record<string, Driver> = { debug: echoDriver };
+/** The adapters this build has, by the name a `driver` control uses. */
+export const DRIVERS: Readonly<Record<string, Driver>> = {
+  debug: echoDriver,
+  "debug-script": scriptDriver,
+  "openai-chat": openaiChatDriver,
+};
+
+/** A model object resolved for an agent-owned call: its driver and its configuration. */
+export interface ResolvedModel {
+  driver: Driver;
+  config: ModelConfig;
+}
 
 /**
- * The driver for an agent-owned call of model `ref`: the `agent` route key first, then `default`,
- * then a legacy single name. ENOENT for a missing model, ENOTSUP for a driver this build lacks.
+ * The driver and configuration of model `ref` for an agent-owned call: the `agent` route key
+ * first, then `default`; the first adapter this build has wins. ENOENT for a missing model or
+ * driver control, ENOTSUP when no listed driver is built in, EINVAL for a bad control.
  */
-export function driverFor(root: string, ref: string): Driver {
-  let entry: string;
+export function modelFor(root: string, ref: string): ResolvedModel {
+  let real: string;
   try {
-    entry = Deno.realPathSync(`${root}/model/${ref}`);
+    real = resolveModel(root, ref);
   } catch {
     throw new CtxError("ENOENT", `model ${JSON.stringify(ref)} does not exist`, {
       path: `model/${ref}`,
     });
   }
-  let text = "";
-  try {
-    text = Deno.readTextFileSync(`${entry}.d/driver`);
-  } catch {
+  const dir = `${root}/model/${real}.d`;
+  const route = readControl<Route>(dir, "driver", MODEL_CONTROLS.driver);
+  if (route === undefined) {
     throw new CtxError("ENOENT", `model ${JSON.stringify(ref)} has no driver control`);
   }
-  const lines = text.split("\n").map((l) => l.trim()).filter((l) => l && !l.startsWith("#"));
-  let names: string[];
-  if (lines.length === 1 && !lines[0].includes("=")) names = [lines[0]];
-  else {
-    const table = new Map(lines.map((l) => {
-      const i = l.indexOf("=");
-      return [l.slice(0, i), l.slice(i + 1).split(",")] as const;
-    }));
-    names = table.get("agent") ?? table.get("default") ?? [];
-  }
-  for (const n of names) if (DRIVERS[n]) return DRIVERS[n];
+  const [provider, name] = real.split("/");
+  const config: ModelConfig = {
+    ref: real,
+    provider,
+    id: readControl<string>(dir, "id", MODEL_CONTROLS.id) ?? name,
+    defaults: readControl<Record<string, string>>(dir, "default", MODEL_CONTROLS.default) ?? {},
+  };
+  const names = routeFor(route, "agent");
+  for (const n of names) if (Object.hasOwn(DRIVERS, n)) return { driver: DRIVERS[n], config };
   throw new CtxError("ENOTSUP", `no driver of ${JSON.stringify(names)} is built in`, {
-    path: `model/${ref}.d/driver`,
+    path: `model/${real}.d/driver`,
   });
+}
+
+/** The driver of model `ref` (see {@link modelFor}). */
+export function driverFor(root: string, ref: string): Driver {
+  return modelFor(root, ref).driver;
 }

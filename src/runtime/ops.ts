@@ -244,12 +244,8 @@ export async function opSend(ctx: OpContext, conn: Conn, name: string, req: Send
     payload,
     async (run) => {
       run.message({ role: "user", content: req.input });
-      if (!agent.exec) {
-        run.activate();
-        return modelTurn(run, { agent, root: ctx.root, input: req.input });
-      }
-      const history = JSON.stringify(historyOf(run.ref, run.id, 60 * 1024));
-      await execLoop({
+      // Model-backed or executable, tool calls take the same path with the same context.
+      const call = {
         run,
         host: ctx.host,
         agent,
@@ -260,7 +256,15 @@ export async function opSend(ctx: OpContext, conn: Conn, name: string, req: Send
         session: req.session,
         approvalTimeoutMs: ctx.approvalTimeoutMs,
         toolCache: ctx.toolCache,
-        cancel: (id) => cancelOn(ctx, conn, name, id),
+        cancel: (id: string) => cancelOn(ctx, conn, name, id),
+      };
+      if (!agent.exec) {
+        run.activate();
+        return modelTurn({ ...call, input: req.input });
+      }
+      const history = JSON.stringify(historyOf(run.ref, run.id, 60 * 1024));
+      await execLoop({
+        ...call,
         groups: groupsDir(ctx.run),
         log: (lines) => ctx.presence.log(agent.name, lines),
         input: req.input,

@@ -1,8 +1,9 @@
-/** The ordered migration registry: each entry turns tree_version N-1 into N (1 initial tree, 2 tsh config, 3 root-owned definitions, 4 secret control modes). */
+/** The ordered migration registry: each entry turns tree_version N-1 into N (1 initial tree, 2 tsh config, 3 root-owned definitions, 4 secret control modes, 5 the debug/script model). */
 import { CtxError } from "../abi/errno.ts";
 import { addTshConfig, buildInitialTree, type TreeContext } from "./tree.ts";
 import { rootOwnDefinitions } from "./root_owned.ts";
 import { privateSecretControls } from "./secret_modes.ts";
+import { addScriptModel } from "./script_model.ts";
 
 /** One migration: `apply` edits a private clone of the previous generation in place. */
 export interface Migration {
@@ -20,6 +21,7 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 2, id: "tsh-config", apply: addTshConfig },
   { version: 3, id: "root-owned-definitions", apply: rootOwnDefinitions },
   { version: 4, id: "secret-control-modes", apply: privateSecretControls },
+  { version: 5, id: "debug-script-model", apply: addScriptModel },
 ];
 
 /** Checks a registry's shape: versions 1..N in order, unique ids of the name grammar. */

@@ -61,14 +61,14 @@ Agent: {{agent}}
 /** `model/<p>/<m>` metadata text: the keys of spec-digest 4 (one-shot exec metadata). */
 export function modelEntry(
   ref: string,
-  options: { limit: number | "unknown"; now: number },
+  options: { limit: number | "unknown"; now: number; description?: string },
 ): string {
   const name = ref.slice(ref.indexOf("/") + 1);
   return [
     OBJECT_RUNNER,
     `id=${ref}`,
     `name=${name}`,
-    `description=Built-in test model: answers with its input.`,
+    `description=${options.description ?? "Built-in test model: answers with its input."}`,
     `type=model`,
     `created_at=${options.now}`,
     `owned_by=cortexfs`,

@@ -19,7 +19,7 @@ Deno.test("ctx status (also the default command) prints the tree's status lines"
   await withTree(async (root) => {
     const want = (via: string) => ({
       code: 0,
-      stdout: `root=${root}\nroot_via=${via}\nstate=offline\ntree_version=4\nagents=1\n` +
+      stdout: `root=${root}\nroot_via=${via}\nstate=offline\ntree_version=5\nagents=1\n` +
         "tools=6\n",
       stderr: "",
     });
@@ -65,7 +65,7 @@ Deno.test("ctx ls lists the root and ABI paths (with or without /ctx/)", async (
       stdout: "agent\nbin\nhome\nmodel\nshared\nstatus\ntool\n",
       stderr: "",
     });
-    const model = { code: 0, stdout: "echo\necho.d\n", stderr: "" };
+    const model = { code: 0, stdout: "echo\necho.d\nscript\nscript.d\n", stderr: "" };
     assertEquals(await ctx(["ls", "model/debug"], at(root)), model);
     assertEquals(await ctx(["ls", "/ctx/model/debug"], at(root)), model);
     assertEquals(await ctx(["ls", `${root}/model/debug`], at(root)), model);

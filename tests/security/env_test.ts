@@ -196,7 +196,7 @@ Deno.test("migration 4 secret-control-modes makes an older tree's 0644 env 0600 
     const r = update(s);
     assertEquals([r.from, r.to], [3, latestVersion(MIGRATIONS)]);
     const cur = Deno.realPathSync(`${s}/current`);
-    assertEquals(readBootstrap(cur).applied_migrations.at(-1), {
+    assertEquals(readBootstrap(cur).applied_migrations.find((m) => m.version === 4), {
       version: 4,
       id: "secret-control-modes",
     });

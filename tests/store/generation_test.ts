@@ -29,24 +29,25 @@ Deno.test("storage update on an empty root creates generation 1 holding a valid 
     const r = await updateCmd(s);
     assertEquals(r, {
       code: 0,
-      stdout: "created generation 1 (tree_version 0 -> 4)\napply 1 initial-tree\n" +
+      stdout: "created generation 1 (tree_version 0 -> 5)\napply 1 initial-tree\n" +
         "apply 2 tsh-config\napply 3 root-owned-definitions\napply 4 secret-control-modes\n" +
-        "switched current -> generations/1\n",
+        "apply 5 debug-script-model\nswitched current -> generations/1\n",
       stderr: "",
     });
     assertEquals(names(s), [".lock", "current", "generations"]);
     assertEquals(Deno.readLinkSync(`${s}/current`), "generations/1");
     assertEquals(names(`${s}/generations`), ["1"]);
     assertEquals(currentGeneration(s), `${Deno.realPathSync(s)}/generations/1`);
-    assertEquals(treeProblems(`${s}/current`, { bootstrap: true, treeVersion: 4 }), []);
+    assertEquals(treeProblems(`${s}/current`, { bootstrap: true, treeVersion: 5 }), []);
     assertEquals(readBootstrap(`${s}/current`), {
       schema: "cortexfs.bootstrap/v1",
-      tree_version: 4,
+      tree_version: 5,
       applied_migrations: [
         { version: 1, id: "initial-tree" },
         { version: 2, id: "tsh-config" },
         { version: 3, id: "root-owned-definitions" },
         { version: 4, id: "secret-control-modes" },
+        { version: 5, id: "debug-script-model" },
       ],
     });
     // A new tree gets tool/tsh.d/config through the same pipeline as an upgraded one.
@@ -61,7 +62,7 @@ Deno.test("storage update with nothing to do changes nothing", async () => {
     const r = await updateCmd(s);
     assertEquals(r, {
       code: 0,
-      stdout: "up to date: tree_version 4 (current -> generations/1)\n",
+      stdout: "up to date: tree_version 5 (current -> generations/1)\n",
       stderr: "",
     });
     assertEquals(snapshot(s), before);
@@ -73,8 +74,8 @@ Deno.test("storage update --check answers by exit code and writes nothing", asyn
     const empty = await updateCmd(s, ["--check"]);
     assertEquals(empty, {
       code: 1,
-      stdout: "update needed: tree_version 0 -> 4\npending 1 initial-tree\npending 2 tsh-config\n" +
-        "pending 3 root-owned-definitions\npending 4 secret-control-modes\n",
+      stdout: "update needed: tree_version 0 -> 5\npending 1 initial-tree\npending 2 tsh-config\n" +
+        "pending 3 root-owned-definitions\npending 4 secret-control-modes\npending 5 debug-script-model\n",
       stderr: "",
     });
     assertEquals(names(s), []);
@@ -82,12 +83,12 @@ Deno.test("storage update --check answers by exit code and writes nothing", asyn
     const before = snapshot(s);
     assertEquals(await updateCmd(s, ["--check"]), {
       code: 0,
-      stdout: "up to date: tree_version 4\n",
+      stdout: "up to date: tree_version 5\n",
       stderr: "",
     });
     assertEquals(await updateCmd(s, ["--check"], EXTRA), {
       code: 1,
-      stdout: "update needed: tree_version 4 -> 5\npending 5 test-marker\n",
+      stdout: "update needed: tree_version 5 -> 6\npending 6 test-marker\n",
       stderr: "",
     });
     assertEquals(snapshot(s), before);
@@ -102,7 +103,7 @@ Deno.test("storage update --dry-run reports the plan and writes nothing", async 
     const r = await updateCmd(s, ["--dry-run", "--prune"], EXTRA);
     assertEquals(r, {
       code: 0,
-      stdout: "would create generation 2 (tree_version 4 -> 5)\nwould apply 5 test-marker\n" +
+      stdout: "would create generation 2 (tree_version 5 -> 6)\nwould apply 6 test-marker\n" +
         "would switch current -> generations/2\nwould prune generations/.7.tmp-1-dead\n" +
         "would prune generations/1\n",
       stderr: "",
@@ -118,23 +119,24 @@ Deno.test("storage update applies a pending migration into a new generation, kee
     const r = await updateCmd(s, [], EXTRA);
     assertEquals(r, {
       code: 0,
-      stdout: "created generation 2 (tree_version 4 -> 5)\napply 5 test-marker\n" +
+      stdout: "created generation 2 (tree_version 5 -> 6)\napply 6 test-marker\n" +
         "switched current -> generations/2\n",
       stderr: "",
     });
     assertEquals(Deno.readLinkSync(`${s}/current`), "generations/2");
     assertEquals(snapshot(`${s}/generations/1`), old);
-    assertEquals(treeProblems(`${s}/current`, { bootstrap: true, treeVersion: 5 }), []);
+    assertEquals(treeProblems(`${s}/current`, { bootstrap: true, treeVersion: 6 }), []);
     assertEquals(readBootstrap(`${s}/current`).applied_migrations, [
       { version: 1, id: "initial-tree" },
       { version: 2, id: "tsh-config" },
       { version: 3, id: "root-owned-definitions" },
       { version: 4, id: "secret-control-modes" },
-      { version: 5, id: "test-marker" },
+      { version: 5, id: "debug-script-model" },
+      { version: 6, id: "test-marker" },
     ]);
     assertEquals(
       Deno.readTextFileSync(`${s}/current/shared/cortexfs-test/marker`),
-      "tree_version 5\n",
+      "tree_version 6\n",
     );
   });
 });
@@ -149,13 +151,13 @@ Deno.test("storage update --prune removes every non-current generation and lefto
     const r = await updateCmd(s, ["--prune"], EXTRA);
     assertEquals(r, {
       code: 0,
-      stdout: "up to date: tree_version 5 (current -> generations/2)\n" +
+      stdout: "up to date: tree_version 6 (current -> generations/2)\n" +
         "pruned generations/.3.tmp-99-beef\npruned generations/1\npruned .current.tmp-99-beef\n",
       stderr: "",
     });
     assertEquals(names(`${s}/generations`), ["2", "notes"]);
     assertEquals(names(s), [".lock", "current", "generations"]);
-    assertEquals(treeProblems(`${s}/current`, { bootstrap: true, treeVersion: 5 }), []);
+    assertEquals(treeProblems(`${s}/current`, { bootstrap: true, treeVersion: 6 }), []);
   });
 });
 
@@ -173,7 +175,7 @@ Deno.test("storage update refuses an on-disk tree_version newer than the binary"
         code: 1,
         stdout: "",
         stderr: `ctx: ENOTSUP: ${s}/current: on-disk tree_version 99 is newer than this ` +
-          "binary's 4; refusing to touch it\n",
+          "binary's 5; refusing to touch it\n",
       });
     }
     assertEquals(snapshot(s), before);
@@ -222,7 +224,7 @@ Deno.test("update() leaves current untouched when a migration fails or yields an
     update(s);
     const before = settled(s);
     const failing = [...MIGRATIONS, {
-      version: 5,
+      version: 6,
       id: "boom",
       apply() {
         throw new CtxError("EIO", "disk on fire");
@@ -230,11 +232,11 @@ Deno.test("update() leaves current untouched when a migration fails or yields an
     }];
     let e = await Promise.resolve().then(() => update(s, { migrations: failing })).catch((x) => x);
     assert(e instanceof CtxError);
-    assertEquals([e.errno, e.message], ["EIO", "migration 5 (boom) failed: disk on fire"]);
+    assertEquals([e.errno, e.message], ["EIO", "migration 6 (boom) failed: disk on fire"]);
     assertEquals(settled(s), before);
 
     const invalid = [...MIGRATIONS, {
-      version: 5,
+      version: 6,
       id: "memory-root",
       apply(dir: string) {
         Deno.mkdirSync(`${dir}/memory`); // a forbidden root class

@@ -70,16 +70,16 @@ for (const stage of STAGES) {
 
       // The killed run left its half-built generation (or, at switch, a named one and a link temp).
       assertEquals(leftovers(s, "2"), expectedLeftovers(stage, "2"));
-      // current still names the whole generation 1, at this binary's tree_version 4.
+      // current still names the whole generation 1, at this binary's tree_version 5.
       assertEquals(Deno.readLinkSync(`${s}/current`), "generations/1");
-      assertEquals(treeProblems(`${s}/current`, { bootstrap: true, treeVersion: 4 }), []);
+      assertEquals(treeProblems(`${s}/current`, { bootstrap: true, treeVersion: 5 }), []);
 
       const next = await ctx(["storage", "update"], { env: { CORTEXFS_STORAGE: s, ...EXTRA } });
       assertEquals([next.code, next.stderr], [0, ""]);
       const target = Deno.readLinkSync(`${s}/current`);
       assert(/^generations\/[23]$/.test(target), `current -> ${target}`);
-      // The extra test migration is a real bump above the registry's latest (4 -> 5).
-      assertEquals(treeProblems(`${s}/current`, { bootstrap: true, treeVersion: 5 }), []);
+      // The extra test migration is a real bump above the registry's latest (5 -> 6).
+      assertEquals(treeProblems(`${s}/current`, { bootstrap: true, treeVersion: 6 }), []);
 
       const pruned = await ctx(["storage", "update", "--prune"], {
         env: { CORTEXFS_STORAGE: s, ...EXTRA },
@@ -100,7 +100,7 @@ for (const stage of STAGES) {
       assert(!names(s).includes("current"), "current must not exist after a killed first build");
       const next = await ctx(["storage", "update", "--prune"], { env: { CORTEXFS_STORAGE: s } });
       assertEquals([next.code, next.stderr], [0, ""]);
-      assertEquals(treeProblems(`${s}/current`, { bootstrap: true, treeVersion: 4 }), []);
+      assertEquals(treeProblems(`${s}/current`, { bootstrap: true, treeVersion: 5 }), []);
       assertEquals(names(`${s}/generations`).length, 1);
     } finally {
       await Deno.remove(s, { recursive: true });

@@ -1,4 +1,4 @@
-/** Migrations 2 `tsh-config` and 4 `secret-control-modes`: a real `ctx storage update` brings a tree_version 1 tree to the latest. */
+/** Migrations 2 `tsh-config`, 4 `secret-control-modes` and 5 `debug-script-model`: a real `ctx storage update` brings a tree_version 1 tree to the latest. */
 import { assertEquals } from "../assert.ts";
 import { ctx } from "../ctx/run.ts";
 import { type Entry, names, snapshot } from "./snapshot.ts";
@@ -24,23 +24,26 @@ function untouched(dir: string): Record<string, Entry> {
     if (k === "bin/cortexfs.bootstrap.json" || k.startsWith("tool/tsh.d")) continue;
     // migration 4 makes the secret controls 0600
     if (k === "agent/coder.d/env" || k === "agent/coder.d/log") continue;
+    if (k.startsWith("model/debug/script")) continue; // migration 5 adds it
+    if (k === "model/debug") continue; // its mtime changes with the new entries
     out[k] = v.type === "dir" ? { ...v, mtime: 0 } : v;
   }
   return out;
 }
 
-Deno.test("the registry is 1 initial-tree, 2 tsh-config, 3 root-owned-definitions, 4 secret-control-modes", () => {
+Deno.test("the registry is 1 initial-tree, 2 tsh-config, 3 root-owned-definitions, 4 secret-control-modes, 5 debug-script-model", () => {
   checkRegistry(MIGRATIONS);
   assertEquals(MIGRATIONS.map((m) => [m.version, m.id]), [
     [1, "initial-tree"],
     [2, "tsh-config"],
     [3, "root-owned-definitions"],
     [4, "secret-control-modes"],
+    [5, "debug-script-model"],
   ]);
-  assertEquals(latestVersion(MIGRATIONS), 4);
+  assertEquals(latestVersion(MIGRATIONS), 5);
 });
 
-Deno.test("storage update brings a tree_version 1 tree to 4: tool/tsh.d/config added, env made 0600, nothing else changed (v3 has nothing to take over in a tree root built)", async () => {
+Deno.test("storage update brings a tree_version 1 tree to 5: tool/tsh.d/config added, env made 0600, model/debug/script added, nothing else changed (v3 has nothing to take over in a tree root built)", async () => {
   const s = await v1Storage();
   try {
     assertEquals(names(`${s}/current/tool`).includes("tsh.d"), false);
@@ -48,18 +51,20 @@ Deno.test("storage update brings a tree_version 1 tree to 4: tool/tsh.d/config a
     const r = await ctx(["storage", "update"], { env: { CORTEXFS_STORAGE: s } });
     assertEquals(r, {
       code: 0,
-      stdout: "created generation 2 (tree_version 1 -> 4)\napply 2 tsh-config\n" +
+      stdout: "created generation 2 (tree_version 1 -> 5)\napply 2 tsh-config\n" +
         "apply 3 root-owned-definitions\napply 4 secret-control-modes\n" +
+        "apply 5 debug-script-model\n" +
         "switched current -> generations/2\n",
       stderr: "",
     });
     const dir = Deno.realPathSync(`${s}/current`);
-    assertEquals(treeProblems(dir, { bootstrap: true, treeVersion: 4 }), []);
+    assertEquals(treeProblems(dir, { bootstrap: true, treeVersion: 5 }), []);
     assertEquals(readBootstrap(dir).applied_migrations, [
       { version: 1, id: "initial-tree" },
       { version: 2, id: "tsh-config" },
       { version: 3, id: "root-owned-definitions" },
       { version: 4, id: "secret-control-modes" },
+      { version: 5, id: "debug-script-model" },
     ]);
     const snap = snapshot(dir);
     assertEquals(
@@ -106,7 +111,7 @@ Deno.test("storage update brings a tree_version 1 tree to 4: tool/tsh.d/config a
     assertEquals(Object.keys(before).length > 50, true); // a real tree was compared, not a link
     // Running it again has nothing to do.
     const again = await ctx(["storage", "update"], { env: { CORTEXFS_STORAGE: s } });
-    assertEquals(again.stdout, "up to date: tree_version 4 (current -> generations/2)\n");
+    assertEquals(again.stdout, "up to date: tree_version 5 (current -> generations/2)\n");
   } finally {
     await Deno.remove(s, { recursive: true });
   }
@@ -120,7 +125,7 @@ Deno.test("tsh-config keeps an operator's valid config; a malformed one fails th
     Deno.writeTextFileSync(`${s}/current/tool/tsh.d/config`, "cache_capacity=5\n");
     assertEquals((await ctx(["storage", "update"], { env: { CORTEXFS_STORAGE: s } })).code, 0);
     assertEquals(Deno.readTextFileSync(`${s}/current/tool/tsh.d/config`), "cache_capacity=5\n");
-    assertEquals(readBootstrap(`${s}/current`).tree_version, 4);
+    assertEquals(readBootstrap(`${s}/current`).tree_version, 5);
 
     const t = await v1Storage();
     try {
@@ -160,5 +165,46 @@ Deno.test("tree validation checks tool/tsh.d/config: a malformed config or a str
     ]);
   } finally {
     await Deno.remove(s, { recursive: true });
+  }
+});
+
+Deno.test("debug-script-model adds model/debug/script (controls first, entry 0555) and keeps one that exists", async () => {
+  const s = await v1Storage();
+  try {
+    assertEquals((await ctx(["storage", "update"], { env: { CORTEXFS_STORAGE: s } })).code, 0);
+    const d = Deno.realPathSync(`${s}/current/model/debug`);
+    assertEquals(names(`${d}/script.d`), [
+      "cap",
+      "default",
+      "driver",
+      "effort",
+      "fallback",
+      "limit",
+      "session",
+    ]);
+    assertEquals(Deno.readTextFileSync(`${d}/script.d/driver`), "debug-script\n");
+    assertEquals(Deno.readTextFileSync(`${d}/script.d/default`), "script=script.jsonl\n");
+    assertEquals(Deno.readTextFileSync(`${d}/script.d/limit`), "131072\n");
+    assertEquals((Deno.statSync(`${d}/script`).mode ?? 0) & 0o7777, 0o555);
+    const entry = Deno.readTextFileSync(`${d}/script`);
+    assertEquals(entry.split("\n").slice(0, 3), [
+      "#!/usr/bin/cortexfs-object-runner",
+      "id=debug/script",
+      "name=script",
+    ]);
+  } finally {
+    await Deno.remove(s, { recursive: true });
+  }
+  const t = await v1Storage();
+  try {
+    // An operator's own debug/script stays as it was.
+    Deno.mkdirSync(`${t}/current/model/debug/script.d`);
+    Deno.writeTextFileSync(`${t}/current/model/debug/script.d/driver`, "debug\n");
+    Deno.writeTextFileSync(`${t}/current/model/debug/script`, "mine\n");
+    assertEquals((await ctx(["storage", "update"], { env: { CORTEXFS_STORAGE: t } })).code, 0);
+    assertEquals(names(`${t}/current/model/debug/script.d`), ["driver"]);
+    assertEquals(Deno.readTextFileSync(`${t}/current/model/debug/script`), "mine\n");
+  } finally {
+    await Deno.remove(t, { recursive: true });
   }
 });

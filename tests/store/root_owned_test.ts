@@ -48,7 +48,7 @@ function rootOwned(snap: Record<string, Entry>): string[] {
 
 Deno.test({
   name:
-    "storage update 2 -> 4 (migration 3) makes every definition root's with safe modes; bytes, homes and owner controls stay",
+    "storage update 2 -> 5 (migration 3) makes every definition root's with safe modes; bytes, homes and owner controls stay",
   ignore: !root,
   async fn() {
     const s = await v2Storage();
@@ -58,15 +58,17 @@ Deno.test({
       const r = await ctx(["storage", "update"], { env: { CORTEXFS_STORAGE: s } });
       assertEquals(r, {
         code: 0,
-        stdout: "created generation 2 (tree_version 2 -> 4)\napply 3 root-owned-definitions\n" +
-          "apply 4 secret-control-modes\nswitched current -> generations/2\n",
+        stdout: "created generation 2 (tree_version 2 -> 5)\napply 3 root-owned-definitions\n" +
+          "apply 4 secret-control-modes\napply 5 debug-script-model\n" +
+          "switched current -> generations/2\n",
         stderr: "",
       });
       const dir = Deno.realPathSync(`${s}/current`);
-      assertEquals(treeProblems(dir, { bootstrap: true, treeVersion: 4 }), []);
-      assertEquals(readBootstrap(dir).applied_migrations.slice(-2), [
+      assertEquals(treeProblems(dir, { bootstrap: true, treeVersion: 5 }), []);
+      assertEquals(readBootstrap(dir).applied_migrations.slice(-3), [
         { version: 3, id: "root-owned-definitions" },
         { version: 4, id: "secret-control-modes" },
+        { version: 5, id: "debug-script-model" },
       ]);
       const now = snapshot(dir);
       assertEquals(rootOwned(now), []);
@@ -77,7 +79,11 @@ Deno.test({
       // Same bytes everywhere; the agent is still bob's; its home is still the uid's.
       const data = (snap: Record<string, Entry>) =>
         Object.fromEntries(
-          Object.entries(snap).filter(([k]) => k !== "bin/cortexfs.bootstrap.json").map((
+          // migration 5 adds model/debug/script (and so model/debug changes)
+          Object.entries(snap).filter(([k]) =>
+            k !== "bin/cortexfs.bootstrap.json" && !k.startsWith("model/debug/script") &&
+            k !== "model/debug"
+          ).map((
             [k, e],
           ) => [k, e.data]),
         );
@@ -91,7 +97,7 @@ Deno.test({
       assertEquals(home(now).some(([k, , , uid]) => k === "home/1000" && uid === U), true);
       // Nothing left to do.
       const again = await ctx(["storage", "update"], { env: { CORTEXFS_STORAGE: s } });
-      assertEquals(again.stdout, "up to date: tree_version 4 (current -> generations/2)\n");
+      assertEquals(again.stdout, "up to date: tree_version 5 (current -> generations/2)\n");
     } finally {
       await Deno.remove(s, { recursive: true });
     }

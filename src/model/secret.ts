@@ -1,0 +1,83 @@
+/** Provider secrets on the host: `<CORTEXFS_SECRETS>/provider/<provider>/<slot>`, 0600, never anywhere else. */
+import { CtxError } from "../abi/errno.ts";
+import { ensureDir, replaceFile } from "../store/atomic.ts";
+import { readRegular } from "../store/regular.ts";
+
+/** Default secret store (DESIGN.md "Where state lives"). */
+export const DEFAULT_SECRETS = "/var/lib/cortexfs/secrets";
+/** Largest key read or written. */
+export const MAX_SECRET = 16 * 1024;
+
+const NAME = /^[a-z0-9][a-z0-9._-]{0,63}$/;
+
+/** The secret store root: `CORTEXFS_SECRETS` of this (host) process, else the default. */
+export function secretsRoot(env: { get(k: string): string | undefined } = Deno.env): string {
+  return env.get("CORTEXFS_SECRETS") || DEFAULT_SECRETS;
+}
+
+/** Path of `provider`'s key in `slot` (EINVAL for names outside `[a-z0-9][a-z0-9._-]*`). */
+export function secretPath(provider: string, slot: string, root = secretsRoot()): string {
+  for (const [what, v] of [["provider", provider], ["slot", slot]]) {
+    if (!NAME.test(v) || v === "." || v === "..") {
+      throw new CtxError("EINVAL", `${what} ${JSON.stringify(v)} is not [a-z0-9][a-z0-9._-]*`);
+    }
+  }
+  return `${root}/provider/${provider}/${slot}`;
+}
+
+/**
+ * The key of `provider`/`slot`, or undefined when none is stored (a local server needs none). The
+ * file must be a regular file (never followed through a symlink) that only its owner can read:
+ * a key others can read is refused EACCES rather than used.
+ */
+export function readSecret(
+  provider: string,
+  slot: string,
+  root = secretsRoot(),
+): string | undefined {
+  const path = secretPath(provider, slot, root);
+  let st: Deno.FileInfo;
+  try {
+    st = Deno.lstatSync(path);
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound) return undefined;
+    throw new CtxError("EACCES", `cannot read the ${provider} key`, { path });
+  }
+  if (!st.isFile || ((st.mode ?? 0) & 0o077) !== 0) {
+    throw new CtxError(
+      "EACCES",
+      `the ${provider}/${slot} key is not a regular file readable only by its owner`,
+      { path },
+    );
+  }
+  const bytes = readRegular(path, { max: MAX_SECRET });
+  if (!bytes) return undefined;
+  const key = new TextDecoder().decode(bytes).replace(/\r?\n$/, "");
+  return key === "" ? undefined : key;
+}
+
+/**
+ * Stores `key` for `provider`/`slot`: directories 0700, the file 0600 root's (owner-only),
+ * written by atomic replace. The key must be one line of printable characters.
+ */
+export function writeSecret(
+  provider: string,
+  slot: string,
+  options: { key: string; root?: string },
+): string {
+  const root = options.root ?? secretsRoot();
+  const path = secretPath(provider, slot, root);
+  const key = options.key.replace(/\r?\n$/, "");
+  if (key === "" || key.length > MAX_SECRET || !/^[\x21-\x7e]+$/.test(key)) {
+    throw new CtxError("EINVAL", "the key must be one non-empty line of printable characters");
+  }
+  // Only the store's own levels are made 0700; a missing parent is an ordinary 0755 directory.
+  const parent = root.replace(/\/+[^/]*\/*$/, "");
+  if (parent !== "") ensureDir(parent, 0o755);
+  for (const d of [root, `${root}/provider`, `${root}/provider/${provider}`]) {
+    ensureDir(d, 0o700);
+    Deno.chmodSync(d, 0o700);
+  }
+  replaceFile(path, `${key}\n`, { mode: 0o600, uid: Deno.uid() ?? 0, gid: Deno.gid() ?? 0 });
+  return path;
+}
