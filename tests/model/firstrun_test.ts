@@ -25,7 +25,7 @@ CTX_ROOT=${m} ${cli} agent send coder "read hello.txt"`,
     );
     assertEquals(
       [out.code, out.stdout],
-      [0, "hello.txt says: hello through the mount\n\n"],
+      [0, "hello.txt says: hello through the mount\n"],
       out.stderr,
     );
     assertEquals(Deno.readTextFileSync(`${m}/agent/coder.d/model`), "debug/script\n");
