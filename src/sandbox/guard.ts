@@ -1,5 +1,7 @@
 /** What a sandbox must never see or write: CortexFS's private state (storage, run dir) and durable session history. */
 import { CtxError } from "../abi/errno.ts";
+import { Dir } from "../sys/dir.ts";
+import { close } from "../sys/libc.ts";
 
 /** The host paths the guard knows, all absolute and canonical. */
 export interface Private {
@@ -30,14 +32,35 @@ function first(inner: string, outer: string): string {
 
 const join = (dst: string, name: string) => dst === "/" ? `/${name}` : `${dst}/${name}`;
 
-/** Directory names in a tree directory, without following anything (a listing failure: none). */
-function dirs(path: string): string[] {
+const DT_DIR = 4;
+
+/**
+ * Directory names in the tree directory `rel` of `backing`, reached without following any
+ * symlink (openat2 RESOLVE_NO_SYMLINKS|BENEATH): a user who swaps `home/<u>/agent` for a link to
+ * a root-only directory gets no listing of it as mask names. A listing failure: none.
+ */
+function dirs(backing: string, rel: string[]): string[] {
+  let dir: Dir | undefined;
+  let fd = -1;
   try {
-    return [...Deno.readDirSync(path)].filter((e) => e.isDirectory).map((e) => e.name);
+    dir = new Dir(backing);
+    fd = dir.beneath(enc.encode(rel.join("/") + "\0"));
+    if (fd < 0) return [];
+    const out: string[] = [];
+    const r = dir.scan({ fd, name: enc.encode(".\0") }, (buf, start, end, type) => {
+      if (type === DT_DIR) out.push(dec.decode(buf.subarray(start, end)));
+    });
+    return r < 0 ? [] : out;
   } catch {
     return [];
+  } finally {
+    if (fd >= 0) close(fd);
+    dir?.close();
   }
 }
+
+const enc = new TextEncoder();
+const dec = new TextDecoder();
 
 /**
  * Where session history lies below the tree directory `rel` (a tree-relative path): the names of
@@ -59,7 +82,7 @@ function sessionsBelow(rel: string[], backing: string): string[] | "inside" {
   }
   if (n >= pattern.length) return "inside";
   const next = pattern[n];
-  return next === "*" ? dirs(`${backing}/${rel.join("/")}`) : [next];
+  return next === "*" ? dirs(backing, rel) : [next];
 }
 
 /**

@@ -65,3 +65,21 @@ Deno.test("treeData(): only home/<...> and shared/<...> are the tree's data; the
     [false, false, false, false, true, true, null],
   );
 });
+
+Deno.test("guardView() lists agent homes without following a symlink the user put in their place", () => {
+  const t = Deno.makeTempDirSync({ prefix: "guard-" });
+  try {
+    const tree = `${t}/storage/generations/1`;
+    Deno.mkdirSync(`${tree}/home/1000/agent/mine`, { recursive: true });
+    Deno.mkdirSync(`${t}/secret/private-name`, { recursive: true });
+    const q = { hidden: [`${t}/storage`], tree: [tree, `${t}/mnt`] };
+    const bind = [{ src: `${t}/mnt/home/1000/agent`, dst: "/workspace", mode: "rw" as const }];
+    assertEquals(guardView(bind, q), ["/workspace/mine"]);
+    // The user swaps its agent dir for a link to a dir it cannot list: no name of it is used.
+    Deno.renameSync(`${tree}/home/1000/agent`, `${tree}/home/1000/agent.old`);
+    Deno.symlinkSync(`${t}/secret`, `${tree}/home/1000/agent`);
+    assertEquals(guardView(bind, q), []);
+  } finally {
+    Deno.removeSync(t, { recursive: true });
+  }
+});
