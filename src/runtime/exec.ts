@@ -269,25 +269,16 @@ export async function execLoop(x: ExecRun): Promise<void> {
       case "cancelled":
         return;
       case "invalid":
-        await run.emit({
-          type: "error",
-          code: "EPROTO",
-          message: `invalid agent output: ${end.reason}`,
-        });
-        return run.finish("error");
+        return run.fail("EPROTO", `invalid agent output: ${end.reason}`);
       case "final": {
         if (end.error) {
-          await run.emit({ type: "error", code: end.error.code, message: end.error.message });
-          return run.finish("error");
+          return run.fail(end.error.code, end.error.message);
         }
         if (end.code !== 0) {
-          await run.emit({
-            type: "error",
-            code: "EIO",
-            message: `agent process failed (exit ${end.code})` +
-              (end.stderr ? `: ${end.stderr}` : ""),
-          });
-          return run.finish("error");
+          return run.fail(
+            "EIO",
+            `agent process failed (exit ${end.code})` + (end.stderr ? `: ${end.stderr}` : ""),
+          );
         }
         const content = [{ type: "text" as const, text: end.text }];
         run.message({ role: "assistant", content });
@@ -296,29 +287,14 @@ export async function execLoop(x: ExecRun): Promise<void> {
       }
       case "yield": {
         if (end.code !== 0) {
-          await run.emit({
-            type: "error",
-            code: "EIO",
-            message: `agent exited ${end.code} after yielding`,
-          });
-          return run.finish("error");
+          return run.fail("EIO", `agent exited ${end.code} after yielding`);
         }
         // Replays and the call budget are refused before any authorization happens.
         if (seen.has(end.call.id)) {
-          await run.emit({
-            type: "error",
-            code: "EINVAL",
-            message: `tool call id "${end.call.id}" was already used in this run`,
-          });
-          return run.finish("error");
+          return run.fail("EINVAL", `tool call id "${end.call.id}" was already used in this run`);
         }
         if (seen.size >= MAX_CALLS) {
-          await run.emit({
-            type: "error",
-            code: "E2BIG",
-            message: `more than ${MAX_CALLS} tool calls in one run`,
-          });
-          return run.finish("error");
+          return run.fail("E2BIG", `more than ${MAX_CALLS} tool calls in one run`);
         }
         seen.add(end.call.id);
         obs = (await executeCall(x, end.call)).obs;
@@ -326,10 +302,5 @@ export async function execLoop(x: ExecRun): Promise<void> {
       }
     }
   }
-  await run.emit({
-    type: "error",
-    code: "E2BIG",
-    message: `more than ${MAX_STARTS} process starts in one run`,
-  });
-  await run.finish("error");
+  await run.fail("E2BIG", `more than ${MAX_STARTS} process starts in one run`);
 }

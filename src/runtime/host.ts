@@ -168,12 +168,7 @@ export async function modelTurn(x: ModelRun): Promise<void> {
       messages.push({ role: "assistant", content: text, tool_calls: calls });
       for (const call of calls) {
         if (seen.size >= MAX_CALLS) {
-          await run.emit({
-            type: "error",
-            code: "E2BIG",
-            message: `more than ${MAX_CALLS} tool calls in one run`,
-          });
-          return run.finish("error");
+          return run.fail("E2BIG", `more than ${MAX_CALLS} tool calls in one run`);
         }
         seen.add(call.id);
         const real = offer.names.get(call.name) ?? call.name;
@@ -188,7 +183,6 @@ export async function modelTurn(x: ModelRun): Promise<void> {
   } catch (e) {
     if (run.finished) return;
     const err = toCtxError(e);
-    await run.emit({ type: "error", code: err.errno, message: err.message });
-    return run.finish("error");
+    return run.fail(err.errno, err.message);
   }
 }

@@ -298,13 +298,7 @@ export async function opTsh(ctx: OpContext, conn: Conn, name: string, req: TshRe
     if (obs.status === "ok") return run.finish("ok", { latest: obs.content });
     // The tool's own errno (EACCES for a refused call, ENOENT for an unknown tool...); a tool
     // that ran and failed has none: EIO.
-    await run.emit({
-      type: "error",
-      code: errno ?? "EIO",
-      message: "the tsh command failed",
-      tool: obs.name,
-    });
-    await run.finish("error");
+    await run.fail(errno ?? "EIO", "the tsh command failed", { tool: obs.name });
   });
 }
 

@@ -204,6 +204,12 @@ export class Run {
     await this.settled();
   }
 
+  /** Ends the run as failed: one host error frame (`code`, `message`, `extra`), then `done` error. */
+  async fail(code: string, message: string, extra: { tool?: string } = {}): Promise<void> {
+    await this.emit({ type: "error", code, message, ...extra });
+    await this.finish("error");
+  }
+
   /**
    * A daemon stop: the run did not choose to end and nobody cancelled it, so it is recorded as
    * interrupted (error EINTR, done error; the same facts a restart writes after a crash), then
