@@ -10,7 +10,9 @@ import { resolvePaths } from "../src/store/paths.ts";
 import { holdServing } from "../src/store/serving.ts";
 import { launchers, mountedType, startMountThread } from "../src/fuse/mod.ts";
 import permissions from "../packaging/permissions.json" with { type: "json" };
+import { self } from "../packaging/self.ts";
 
+const install = self(Deno.env.toObject());
 const checkout = new URL("..", import.meta.url).pathname.replace(/\/$/, "");
 
 interface Flags {
@@ -25,6 +27,12 @@ interface Flags {
 }
 
 async function main(flags: Flags): Promise<number> {
+  if (flags.dev && install.kind === "built") {
+    throw new CtxError(
+      "EINVAL",
+      "--dev needs a checkout; the built file keeps state where --storage, --mount and --run say",
+    );
+  }
   const paths = resolvePaths({ dev: flags.dev ? checkout : undefined, env: Deno.env.toObject() });
   const storage = flags.storage ?? paths.storage;
   const mount = flags.mount ?? paths.mount;
@@ -36,15 +44,17 @@ async function main(flags: Flags): Promise<number> {
       `--ttl must be a non-negative number of seconds, not "${flags.ttl}"`,
     );
   }
-  if (flags.dev) {
-    // Development mode owns its storage: build or upgrade it here, before anything serves it.
-    // Its mount point is made here too, unless something is mounted there: a dead mount left by
-    // a killed daemon answers every stat with ENOTCONN; startMount clears it (and says so) as in
-    // every other mode, and refuses a live one.
+  // Development mode owns its storage: build or upgrade it here, before anything serves it. Any
+  // mode builds a storage that does not exist yet (a first run, as `ctx storage update` would);
+  // an existing older tree is upgraded only by dev mode or `ctx storage update` (see below).
+  // The mount point is made too, unless something is mounted there: a dead mount left by a
+  // killed daemon answers every stat with ENOTCONN; startMount clears it (and says so) in every
+  // mode, and refuses a live one.
+  if (flags.dev || currentName(storage) === null) {
     if (mountedType(mount) === null) ensureDir(mount, 0o755);
     const r = update(storage, {});
     if (r.created) console.error(`cortexfsd: tree_version ${r.from} -> ${r.to} in ${storage}`);
-  }
+  } else if (mountedType(mount) === null) ensureDir(mount, 0o755);
   ensureDir(run, 0o755);
   // The mount keeps the generation current names now for its whole life (rolling upgrades).
   const root = currentGeneration(storage);
@@ -81,7 +91,12 @@ async function main(flags: Flags): Promise<number> {
     generation,
     mount,
     run,
-    bins: launchers(checkout, permissions),
+    // From the built file the launchers exec that file (no checkout); from source, the checkout.
+    bins: install.kind === "built" && install.exe
+      ? launchers(checkout, permissions, {
+        built: { exe: install.exe, programs: install.programs },
+      })
+      : launchers(checkout, permissions),
     ttl,
     debug: flags.debug,
     waitMs: flags.loopWait === undefined ? undefined : Number(flags.loopWait),

@@ -1,10 +1,14 @@
 /**
- * `deno task build`: makes dist/bin/{ctx,tsh,ctxterm,cortexfsd} (+ agent.sh) and the in-sandbox tsh
- * bundle dist/tsh/tsh.js. Compiled binaries when a denort runtime is available offline (DENORT_BIN,
- * or the zip pre-seeded in DENO_DIR), otherwise launcher scripts that exec the pinned deno with the
- * same permission flags on the entry files.
+ * `deno task build`: makes the single downloadable file dist/cortexfs-<version>-linux-x86_64
+ * (packaging/single.ts: every program, the pinned deno, no checkout needed), and for work in the
+ * checkout dist/bin/{ctx,tsh,ctxterm,cortexfsd} (+ agent.sh) and the in-sandbox tsh bundle
+ * dist/tsh/tsh.js. dist/bin holds compiled binaries when a denort runtime is available offline
+ * (DENORT_BIN, or the zip pre-seeded in DENO_DIR), otherwise launcher scripts that exec the pinned
+ * deno with the same permission flags on the entry files.
  */
 import { tshBundle } from "../src/tool/bundle.ts";
+import { VERSION } from "../src/abi/version.ts";
+import { buildSingle, type SingleResult } from "./single.ts";
 
 const here = new URL("..", import.meta.url).pathname.replace(/\/$/, "");
 const DENO_VERSION = "2.9.6";
@@ -24,6 +28,21 @@ export interface BuildOptions {
   env?: Record<string, string | undefined>;
   /** Where the tsh bundle goes; default `<out>/../tsh/tsh.js` (dist/tsh/tsh.js). */
   bundle?: string;
+  /** Where the single file goes (default {@link SINGLE}); `false` makes none. */
+  single?: string | false;
+}
+
+/** The single downloadable file of this version. */
+export const SINGLE = `${here}/dist/cortexfs-${VERSION}-linux-x86_64`;
+
+/**
+ * The programs of the single file: every key of packaging/permissions.json (one line there adds
+ * a program) whose entry `cli/<name>.ts` exists, `cortexfs` (the multi-call entry) included.
+ */
+export function programs(): Record<string, string[]> {
+  return Object.fromEntries(
+    Object.entries(permissionFlags()).filter(([n]) => exists(`${here}/cli/${n}.ts`)),
+  );
 }
 
 /** What the build made. */
@@ -34,6 +53,8 @@ export interface BuildResult {
   skipped: string[];
   /** Path of the tsh bundle, when it was made. */
   bundle?: string;
+  /** The single file, when it was made. */
+  single?: SingleResult;
 }
 
 /** The per-binary Deno permission flags (packaging/permissions.json). */
@@ -140,7 +161,10 @@ export async function build(options: BuildOptions = {}): Promise<BuildResult> {
     Deno.chmodSync(`${out}/agent.sh`, 0o755);
     built.push("agent.sh");
   } else skipped.push("agent.sh");
-  return { mode, out, built, skipped, bundle };
+  const single = options.single === false
+    ? undefined
+    : await buildSingle({ out: options.single ?? SINGLE, programs: programs() });
+  return { mode, out, built, skipped, bundle, single };
 }
 
 if (import.meta.main) {
@@ -159,5 +183,14 @@ if (import.meta.main) {
   console.log(
     `${r.mode}: ${r.built.join(" ")} -> ${r.out}${r.bundle ? ` (tsh.js: ${r.bundle})` : ""}`,
   );
+  if (r.single) {
+    const s = r.single;
+    console.log(
+      `single file: ${s.path} (${(s.size / 1048576).toFixed(1)} MiB, sha256 ${
+        s.hash.slice(0, 12)
+      }…; ` +
+        `programs: ${s.names.join(" ")})`,
+    );
+  }
   if (r.skipped.length) console.log(`skipped (no entry file): ${r.skipped.join(" ")}`);
 }

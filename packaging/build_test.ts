@@ -9,7 +9,7 @@ Deno.test("build makes launcher scripts with each binary's permission flags when
   try {
     const env = { HOME: "/nonexistent", DENO_DIR: `${dist}/no-deno-dir` };
     assertEquals(findDenort(env), undefined);
-    const r = await build({ out, env });
+    const r = await build({ out, env, single: false });
     assertEquals(r.mode, "launcher");
     assertEquals(r.built.includes("ctx"), true);
     for (const name of r.built.filter((n) => n !== "agent.sh" && n !== "tsh.js")) {
@@ -74,7 +74,8 @@ Deno.test("build makes launcher scripts with each binary's permission flags when
 Deno.test("build refuses compile mode without a denort runtime", async () => {
   const out = await Deno.makeTempDir({ prefix: "ctx-build-" });
   try {
-    const e = await build({ out, mode: "compile", env: { HOME: "/nonexistent" } }).catch((x) => x);
+    const e = await build({ out, mode: "compile", env: { HOME: "/nonexistent" }, single: false })
+      .catch((x) => x);
     assertMatch(String(e), /compile mode needs DENORT_BIN/);
   } finally {
     await Deno.remove(out, { recursive: true });

@@ -11,6 +11,15 @@ function isFile(path: string): boolean {
   }
 }
 
+/** Options for {@link launchers}. */
+export interface LauncherOptions {
+  /**
+   * The daemon runs from the built single file (packaging/build.ts): launchers exec `exe NAME`
+   * for each of the `programs` it carries; the checkout is not looked at.
+   */
+  built?: { exe: string; programs: readonly string[] };
+}
+
 /**
  * Launcher text per binary: the compiled `dist/bin/<name>` when the checkout has one, otherwise
  * the pinned Deno running `cli/<name>.ts` with that binary's permission flags. A binary with
@@ -20,9 +29,19 @@ function isFile(path: string): boolean {
 export function launchers(
   checkout: string,
   permissions: Record<string, readonly string[]>,
+  options: LauncherOptions = {},
 ): Record<string, string> {
   const q = (s: string) => `'${s.replaceAll("'", `'\\''`)}'`;
   const out: Record<string, string> = {};
+  if (options.built) {
+    // No checkout: every program is the one built file, called by its program name.
+    for (const name of BINARIES) {
+      if (options.built.programs.includes(name)) {
+        out[name] = `#!/bin/sh\nexec ${q(options.built.exe)} ${name} "$@"\n`;
+      }
+    }
+    return out;
+  }
   for (const name of BINARIES) {
     const compiled = `${checkout}/dist/bin/${name}`;
     const entry = `${checkout}/cli/${name}.ts`;

@@ -19,3 +19,14 @@ Deno.test("launchers: only binaries with a compiled file or an entry file are pr
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("launchers: from the built single file every program it carries execs that file by name", () => {
+  const got = launchers("/nonexistent", { ctx: ["--allow-read"] }, {
+    built: { exe: "/opt/it's/cortexfs", programs: ["cortexfs", "ctx", "tsh", "cortexfsd"] },
+  });
+  assertEquals(got, {
+    ctx: `#!/bin/sh\nexec '/opt/it'\\''s/cortexfs' ctx "$@"\n`,
+    tsh: `#!/bin/sh\nexec '/opt/it'\\''s/cortexfs' tsh "$@"\n`,
+    cortexfsd: `#!/bin/sh\nexec '/opt/it'\\''s/cortexfs' cortexfsd "$@"\n`,
+  });
+});

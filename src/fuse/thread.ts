@@ -54,7 +54,10 @@ export function startMountThread(options: MountThreadOptions): Promise<MountThre
   const { onAgent, onAgentGone, ...rest } = options;
   const hooks = { onAgent, onAgentGone };
   // Deno workers inherit this thread's permissions (cortexfsd: -A; the worker needs ffi and fs).
-  const worker = new Worker(new URL("./worker.ts", import.meta.url).href, { type: "module" });
+  // From source the worker is worker.ts beside this file; in the built single file (packaging/,
+  // one bundle per program) this module is inside the program's .js and worker.js lies beside it.
+  const entry = import.meta.url.endsWith(".ts") ? "./worker.ts" : "./worker.js";
+  const worker = new Worker(new URL(entry, import.meta.url).href, { type: "module" });
   let over = false; // a hook may finish after the worker is gone: nothing left to tell it
   const post = (m: ToWorker) => {
     if (!over) worker.postMessage(m);

@@ -3,9 +3,16 @@ import { CtxError } from "../abi/errno.ts";
 
 const repo = new URL("../../", import.meta.url).pathname.replace(/\/$/, "");
 const pending = new Map<string, Promise<string>>();
+/** True inside the built single file: this module is part of a program bundle (`<lib>/<name>.js`). */
+const BUILT = !import.meta.url.endsWith(".ts");
 
-/** Path of the bundle: `dist/tsh/tsh.js` in the checkout (where `deno task build` puts it too). */
-export const BUNDLE = `${repo}/dist/tsh/tsh.js`;
+/**
+ * Path of the bundle: `dist/tsh/tsh.js` in the checkout (where `deno task build` puts it too); in
+ * the built single file, the `tsh.js` program bundle beside this one (packaging/build.ts).
+ */
+export const BUNDLE = BUILT
+  ? new URL("./tsh.js", import.meta.url).pathname
+  : `${repo}/dist/tsh/tsh.js`;
 
 /** Options for {@link tshBundle}. */
 export interface BundleOptions {
@@ -19,6 +26,7 @@ export interface BundleOptions {
 
 /** Newest mtime (ms) of the files a bundle is made from, or null when the sources are not on disk. */
 function sourceTime(): number | null {
+  if (BUILT) return null; // no sources beside a bundle, only what the build made
   let newest = -1;
   const walk = (dir: string) => {
     for (const e of Deno.readDirSync(dir)) {

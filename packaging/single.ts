@@ -1,0 +1,222 @@
+/**
+ * The single downloadable file `dist/cortexfs-<version>-linux-x86_64`: a POSIX sh header and a
+ * gzip tar payload (the pinned deno binary, one `deno bundle` per program, the mount's worker).
+ * The header checks the payload's SHA-256, unpacks it once into a cache directory named after
+ * that hash, and runs the program named by argv[0] or by its first argument.
+ */
+import { BUILT_RUN } from "./self.ts";
+
+const here = new URL("..", import.meta.url).pathname.replace(/\/$/, "");
+
+/** Modules a program starts as Workers (`deno bundle` does not follow `new Worker(URL)`). */
+export const WORKERS: Record<string, { entry: string; out: string }[]> = {
+  // the mount's own thread (src/fuse/thread.ts looks for worker.js beside its bundle)
+  cortexfsd: [{ entry: "src/fuse/worker.ts", out: "worker.js" }],
+};
+
+/** Options for {@link buildSingle}. */
+export interface SingleOptions {
+  /** The output file. */
+  out: string;
+  /** Program name -> its permission flags (packaging/permissions.json), entry `cli/<name>.ts`. */
+  programs: Record<string, readonly string[]>;
+  /** The deno binary to carry and to bundle with; default this one. */
+  deno?: string;
+}
+
+/** What {@link buildSingle} made. */
+export interface SingleResult {
+  path: string;
+  /** Bytes of the whole file. */
+  size: number;
+  /** SHA-256 of the payload (hex): the cache directory's name. */
+  hash: string;
+  /** Bytes of the header (the payload starts after them). */
+  header: number;
+  /** The programs the file answers to, besides `cortexfs` itself. */
+  names: string[];
+}
+
+function q(s: string): string {
+  return `'${s.replaceAll("'", `'\\''`)}'`;
+}
+
+/** The sh header for a payload of SHA-256 `hash` starting at byte `skip`. */
+export function header(
+  options: {
+    version: string;
+    hash: string;
+    skip: number;
+    programs: Record<string, readonly string[]>;
+  },
+): string {
+  const names = Object.keys(options.programs).filter((n) => n !== "cortexfs");
+  const flags = Object.entries(options.programs)
+    .map(([n, f]) => `  ${n}) set -- ${f.map(q).join(" ")} "$lib/${n}.js" "$@" ;;`)
+    .join("\n");
+  return `#!/bin/sh
+# cortexfs ${options.version} (linux-x86_64): one file, several programs; made by packaging/single.ts.
+# Run it as \`cortexfs PROGRAM ...\` or through a symlink named after a program (${
+    names.join(", ")
+  }).
+# The payload after this header (a gzip tar: the pinned deno and one bundle per program) is
+# unpacked once into a cache directory named after its SHA-256, checked before it is used:
+# \$CORTEXFS_CACHE (the service's unit sets /var/cache/cortexfs), else /var/cache/cortexfs when
+# root has unpacked this payload there (shared, read-only), else \${XDG_CACHE_HOME:-\$HOME/.cache}/cortexfs.
+set -eu
+hash=${options.hash}
+skip=${options.skip}
+die() {
+  code=$1
+  shift
+  echo "cortexfs: $*" >&2
+  exit "$code"
+}
+me=$0
+case $me in */*) ;; *) me=$(command -v -- "$me") || die 70 "cannot find myself ($0)" ;; esac
+name=\${me##*/}
+file=$(readlink -f -- "$me") || die 70 "cannot resolve $me"
+uid=$(id -u)
+# $1 is a directory, not a symlink, owned by this user or root, that nobody else may write.
+owned() {
+  [ -d "$1" ] && [ ! -L "$1" ] || return 1
+  set -- $(stat -c '%u %a' -- "$1" 2>/dev/null) x
+  { [ "$1" = "$uid" ] || [ "$1" = 0 ]; } && [ $((0$2 & 022)) -eq 0 ]
+}
+# $1 is an owned directory holding a complete, checked unpack of this payload.
+sealed() { owned "$1" && [ -f "$1/.sha256" ] && [ "$(cat -- "$1/.sha256")" = "$hash" ]; }
+if [ -n "\${CORTEXFS_CACHE:-}" ]; then
+  base=$CORTEXFS_CACHE
+elif sealed "/var/cache/cortexfs/$hash"; then
+  base=/var/cache/cortexfs
+else
+  base=\${XDG_CACHE_HOME:-\${HOME:?cortexfs: set HOME or CORTEXFS_CACHE}/.cache}/cortexfs
+fi
+lib=$base/$hash
+if ! sealed "$lib"; then
+  if [ -e "$lib" ] || [ -L "$lib" ]; then
+    die 69 "$lib is not a checked unpack of this file owned by you (or root): remove it and run again"
+  fi
+  if [ "$uid" = 0 ]; then mode=0755; else mode=0700; fi
+  mkdir -p -m "$mode" -- "$base" || die 73 "cannot create the cache directory $base"
+  owned "$base" || die 69 "refusing the cache directory $base: it must be a directory (not a symlink) owned by you (or root) that nobody else may write"
+  umask 022
+  tmp=$(mktemp -d -- "$base/.unpack-XXXXXX") || die 73 "cannot create a directory in $base"
+  trap 'rm -rf -- "$tmp"' EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+  tail -c +$((skip + 1)) -- "$file" >"$tmp/payload" || die 74 "cannot read $file"
+  sum=$(sha256sum <"$tmp/payload") || die 70 "sha256sum failed"
+  sum=\${sum%% *}
+  [ "$sum" = "$hash" ] || die 65 "$file is damaged: its payload's SHA-256 is $sum, not $hash; download it again"
+  tar -xzf "$tmp/payload" -C "$tmp" --no-same-owner || die 74 "cannot unpack $file into $tmp"
+  rm -f -- "$tmp/payload"
+  chmod "$mode" -- "$tmp"
+  echo "$hash" >"$tmp/.sha256"
+  # Atomic: the first of two first runs renames its directory into place; the other finds it
+  # there (the rename of a directory onto a non-empty one fails) and uses that one.
+  if ! mv -T -- "$tmp" "$lib" 2>/dev/null; then
+    sealed "$lib" || die 69 "cannot move the unpacked payload to $lib"
+    rm -rf -- "$tmp"
+  fi
+  trap - EXIT INT TERM
+fi
+case $name in
+${names.join("|")}) ;;
+*) case \${1:-} in ${names.join("|")}) name=$1 && shift ;; *) name=cortexfs ;; esac ;;
+esac
+case $name in
+${flags}
+esac
+CORTEXFS_SELF=$file
+DENO_NO_UPDATE_CHECK=1
+export CORTEXFS_SELF DENO_NO_UPDATE_CHECK
+exec "$lib/deno" ${BUILT_RUN.join(" ")} "$@"
+exit 70
+`;
+}
+
+async function run(cmd: string, args: string[], cwd = here): Promise<void> {
+  const o = await new Deno.Command(cmd, { args, cwd, stdout: "piped", stderr: "piped" }).output();
+  if (!o.success) {
+    throw new Error(`${cmd} ${args.join(" ")} failed:\n${new TextDecoder().decode(o.stderr)}`);
+  }
+}
+
+async function sha256(bytes: Uint8Array): Promise<string> {
+  const d = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes as Uint8Array<ArrayBuffer>));
+  return [...d].map((b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/**
+ * Builds the single file: bundles every program (and its workers) with the pinned deno, packs
+ * them with that deno binary into a reproducible gzip tar, and writes header + payload to
+ * `out` through a temp file and a rename.
+ */
+export async function buildSingle(options: SingleOptions): Promise<SingleResult> {
+  const { VERSION } = await import("../src/abi/version.ts");
+  const deno = options.deno ?? Deno.execPath();
+  const stage = await Deno.makeTempDir({ prefix: "cortexfs-single-" });
+  try {
+    const lib = `${stage}/lib`;
+    Deno.mkdirSync(lib);
+    const bundles: { entry: string; out: string }[] = [];
+    for (const name of Object.keys(options.programs)) {
+      bundles.push({ entry: `cli/${name}.ts`, out: `${name}.js` });
+      bundles.push(...(WORKERS[name] ?? []));
+    }
+    for (const b of bundles) {
+      await run(deno, [
+        "bundle",
+        "--quiet",
+        "--platform",
+        "deno",
+        "-o",
+        `${lib}/${b.out}`,
+        b.entry,
+      ]);
+    }
+    Deno.copyFileSync(deno, `${lib}/deno`);
+    Deno.chmodSync(`${lib}/deno`, 0o755);
+    for (const e of Deno.readDirSync(lib)) {
+      if (e.name !== "deno") Deno.chmodSync(`${lib}/${e.name}`, 0o644);
+    }
+    // Reproducible: sorted names, no owners, no times (tar and gzip both).
+    await run("sh", [
+      "-c",
+      "tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -C lib -cf - . | gzip -n -6 > payload",
+    ], stage);
+    const payload = Deno.readFileSync(`${stage}/payload`);
+    const hash = await sha256(payload);
+    let skip = 0, text = "";
+    for (let i = 0; i < 4; i++) { // the header holds its own length: settle on a fixed point
+      text = header({ version: VERSION, hash, skip, programs: options.programs });
+      const len = new TextEncoder().encode(text).length;
+      if (len === skip) break;
+      skip = len;
+    }
+    const head = new TextEncoder().encode(text);
+    if (head.length !== skip) throw new Error("the header's length did not settle");
+    const tmp = `${options.out}.tmp-${Deno.pid}`;
+    Deno.mkdirSync(options.out.replace(/\/[^/]*$/, "") || "/", { recursive: true });
+    const f = Deno.openSync(tmp, { write: true, create: true, truncate: true, mode: 0o755 });
+    try {
+      for (const part of [head, payload]) {
+        for (let off = 0; off < part.length;) off += f.writeSync(part.subarray(off));
+      }
+    } finally {
+      f.close();
+    }
+    Deno.chmodSync(tmp, 0o755);
+    Deno.renameSync(tmp, options.out);
+    return {
+      path: options.out,
+      size: head.length + payload.length,
+      hash,
+      header: head.length,
+      names: Object.keys(options.programs).filter((n) => n !== "cortexfs"),
+    };
+  } finally {
+    await Deno.remove(stage, { recursive: true });
+  }
+}
