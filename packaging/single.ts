@@ -85,19 +85,21 @@ owned() {
 }
 # $1 is an owned directory holding a complete, checked unpack of this payload.
 sealed() { owned "$1" && [ -f "$1/.sha256" ] && [ "$(cat -- "$1/.sha256")" = "$hash" ]; }
+# A shared cache is readable by all (0755); a user's own is private (0700).
+mode=0755
 if [ -n "\${CORTEXFS_CACHE:-}" ]; then
   base=$CORTEXFS_CACHE
 elif sealed "/var/cache/cortexfs/$hash"; then
   base=/var/cache/cortexfs
 else
   base=\${XDG_CACHE_HOME:-\${HOME:?cortexfs: set HOME or CORTEXFS_CACHE}/.cache}/cortexfs
+  mode=0700
 fi
 lib=$base/$hash
 if ! sealed "$lib"; then
   if [ -e "$lib" ] || [ -L "$lib" ]; then
     die 69 "$lib is not a checked unpack of this file owned by you (or root): remove it and run again"
   fi
-  if [ "$uid" = 0 ]; then mode=0755; else mode=0700; fi
   mkdir -p -m "$mode" -- "$base" || die 73 "cannot create the cache directory $base"
   owned "$base" || die 69 "refusing the cache directory $base: it must be a directory (not a symlink) owned by you (or root) that nobody else may write"
   umask 022

@@ -1,0 +1,170 @@
+/**
+ * Helpers for tests of the built single file: build it once into a temp dir, and run it as on a
+ * fresh machine: `env -i` with an empty HOME, in a mount namespace where the checkout, the pinned
+ * deno and Deno's cache are hidden under empty tmpfs mounts, in a network namespace with no
+ * network at all.
+ */
+import { buildSingle } from "../../packaging/single.ts";
+import { programs } from "../../packaging/build.ts";
+import { VERSION } from "../../src/abi/version.ts";
+
+const REPO = new URL("../..", import.meta.url).pathname.replace(/\/$/, "");
+
+/** The file name a download has. */
+export const NAME = `cortexfs-${VERSION}-linux-x86_64`;
+
+let made: Promise<string> | undefined;
+
+/** Builds the single file (once per test process) into a temp dir; its path. */
+export function builtFile(): Promise<string> {
+  return made ??= (async () => {
+    const dir = await Deno.makeTempDir({ prefix: "cortexfs-dist-" });
+    globalThis.addEventListener("unload", () => Deno.removeSync(dir, { recursive: true }));
+    return (await buildSingle({ out: `${dir}/${NAME}`, programs: programs() })).path;
+  })();
+}
+
+function exists(p: string): boolean {
+  try {
+    Deno.statSync(p);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** What a fresh machine does not have: this checkout, the pinned deno's package, Deno's caches. */
+export function hidden(): string[] {
+  const deno = Deno.execPath().replace(/\/[^/]*$/, "");
+  const home = Deno.env.get("HOME") ?? "/root";
+  const dirs = [REPO, deno, Deno.env.get("DENO_DIR") ?? `${home}/.cache/deno`];
+  // Only existing directories can be covered; a path inside another one is covered with it.
+  return [...new Set(dirs)].filter((d) =>
+    exists(d) && !dirs.some((o) => o !== d && d.startsWith(`${o}/`))
+  );
+}
+
+/**
+ * The argv prefix that runs a command in a new mount and network namespace with {@link hidden}
+ * covered by empty tmpfs mounts (every pid stays the same: unshare, sh and env all exec).
+ */
+export function fresh(): string[] {
+  return [
+    "unshare",
+    "--mount",
+    "--net",
+    "--propagation",
+    "private",
+    "sh",
+    "-c",
+    'while [ "$1" != -- ]; do mount -t tmpfs -o size=1m,mode=0755 hidden "$1" || exit 71; shift; done; shift; exec "$@"',
+    "fresh",
+    ...hidden(),
+    "--",
+  ];
+}
+
+/** The argv prefix that runs a command inside the namespaces of process `pid` (see {@link fresh}). */
+export function inside(pid: number): string[] {
+  return ["nsenter", "-t", String(pid), "-m", "-n", "--"];
+}
+
+/** A clean environment: only HOME and a system PATH (plus `extra`), as `env -i` argv. */
+export function clean(home: string, extra: Record<string, string> = {}): string[] {
+  return [
+    "env",
+    "-i",
+    `HOME=${home}`,
+    "PATH=/usr/bin:/bin",
+    ...Object.entries(extra).map(([k, v]) => `${k}=${v}`),
+  ];
+}
+
+/** Output of one command. */
+export interface Out {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs argv in `cwd` with stdin closed. */
+export async function run(
+  argv: string[],
+  options: { cwd?: string; stdin?: string } = {},
+): Promise<Out> {
+  const child = new Deno.Command(argv[0], {
+    args: argv.slice(1),
+    cwd: options.cwd,
+    stdin: options.stdin === undefined ? "null" : "piped",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  if (options.stdin !== undefined) {
+    const w = child.stdin.getWriter();
+    await w.write(new TextEncoder().encode(options.stdin));
+    await w.close();
+  }
+  const o = await child.output();
+  const dec = new TextDecoder();
+  return { code: o.code, stdout: dec.decode(o.stdout), stderr: dec.decode(o.stderr) };
+}
+
+/** A long-running process whose stderr is collected; {@link Started.waitFor} waits for a line. */
+export interface Started {
+  child: Deno.ChildProcess;
+  log(): string;
+  /** Resolves once stderr contains `text`; rejects if the process ends first. */
+  waitFor(text: string): Promise<void>;
+  /** SIGTERM, then the exit code. */
+  stop(): Promise<number>;
+}
+
+/** Starts argv (stdout discarded, stderr collected). */
+export function start(argv: string[], options: { cwd?: string } = {}): Started {
+  const child = new Deno.Command(argv[0], {
+    args: argv.slice(1),
+    cwd: options.cwd,
+    stdin: "null",
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+  let log = "", over = false;
+  const waiters: { text: string; ok: () => void; no: (e: Error) => void }[] = [];
+  const check = () => {
+    for (const w of [...waiters]) {
+      if (log.includes(w.text)) {
+        waiters.splice(waiters.indexOf(w), 1);
+        w.ok();
+      }
+    }
+  };
+  const pump = (async () => {
+    const dec = new TextDecoder();
+    for await (const chunk of child.stderr) {
+      log += dec.decode(chunk, { stream: true });
+      check();
+    }
+    over = true;
+    for (const w of waiters.splice(0)) w.no(new Error(`ended before "${w.text}":\n${log}`));
+  })();
+  let stopped: Promise<number> | undefined;
+  return {
+    child,
+    log: () => log,
+    waitFor: (text) =>
+      new Promise((ok, no) => {
+        if (log.includes(text)) return ok();
+        if (over) return no(new Error(`ended before "${text}":\n${log}`));
+        waiters.push({ text, ok, no });
+      }),
+    stop: () =>
+      stopped ??= (async () => {
+        try {
+          child.kill("SIGTERM");
+        } catch { /* already gone */ }
+        const s = await child.status;
+        await pump;
+        return s.code;
+      })(),
+  };
+}

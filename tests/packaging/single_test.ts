@@ -1,0 +1,237 @@
+/** The single downloadable file, alone on a "fresh machine": no checkout, no deno, no network. */
+import { assertEquals } from "../assert.ts";
+import { VERSION } from "../../src/abi/version.ts";
+import { builtFile, clean, fresh, inside, NAME, run, start } from "./fresh.ts";
+
+const root = Deno.uid() === 0;
+
+/** The payload hash the header names (its cache directory). */
+function hashOf(file: string): string {
+  const head = new TextDecoder().decode(Deno.readFileSync(file).subarray(0, 8192));
+  const m = head.match(/^hash=([0-9a-f]{64})$/m);
+  if (!m) throw new Error("no hash= line in the header");
+  return m[1];
+}
+
+/** An empty dir with only the built file copied in, and an empty HOME beside it. */
+async function lone(): Promise<{ dir: string; file: string; home: string }> {
+  const dir = await Deno.makeTempDir({ prefix: "cortexfs-fresh-" });
+  Deno.chmodSync(dir, 0o755); // other uids run the file too
+  const file = `${dir}/${NAME}`;
+  Deno.copyFileSync(await builtFile(), file);
+  Deno.chmodSync(file, 0o755);
+  Deno.mkdirSync(`${dir}/home`);
+  return { dir, file, home: `${dir}/home` };
+}
+
+function names(dir: string): string[] {
+  try {
+    return [...Deno.readDirSync(dir)].map((e) => e.name).sort();
+  } catch {
+    return [];
+  }
+}
+
+Deno.test({
+  name:
+    "the single file alone (env -i, empty HOME, checkout, deno and Deno's cache hidden, no network) runs ctx --version, cortexfsd, an agent and a message",
+  ignore: !root, // needs root: mount and network namespaces, and mounting FUSE
+  async fn() {
+    const { dir, file, home } = await lone();
+    const hash = hashOf(file);
+    try {
+      // First run: unpacked into the user's cache, named after the payload's hash, 0700.
+      const v = await run([...fresh(), ...clean(home), file, "ctx", "--version"], { cwd: dir });
+      assertEquals(v, { code: 0, stdout: `ctx ${VERSION}\n`, stderr: "" });
+      const base = `${home}/.cache/cortexfs`;
+      assertEquals(names(base), [hash]);
+      assertEquals((Deno.statSync(base).mode ?? 0) & 0o777, 0o700);
+      assertEquals(Deno.readTextFileSync(`${base}/${hash}/.sha256`), `${hash}\n`);
+      // Multi-call: the file's own name is cortexfs; a symlink named after a program runs it.
+      Deno.symlinkSync(file, `${dir}/ctx`);
+      const viaLink = await run([...fresh(), ...clean(home), `${dir}/ctx`, "-V"], { cwd: dir });
+      const self = await run([...fresh(), ...clean(home), file, "--version"], { cwd: dir });
+      assertEquals([viaLink, self], [
+        { code: 0, stdout: `ctx ${VERSION}\n`, stderr: "" },
+        { code: 0, stdout: `cortexfs ${VERSION}\n`, stderr: "" },
+      ]);
+
+      // The daemon, its state where the flags say (storage built on this first run).
+      const st = `${dir}/state/storage`, mnt = `${dir}/state/ctx`, rn = `${dir}/state/run`;
+      const d = start(
+        [
+          ...fresh(),
+          ...clean(home),
+          file,
+          "cortexfsd",
+          "--storage",
+          st,
+          "--mount",
+          mnt,
+          "--run",
+          rn,
+        ],
+        { cwd: dir },
+      );
+      try {
+        await d.waitFor("agent sockets under");
+        const ctx = (args: string[]) =>
+          run([...inside(d.child.pid), ...clean(home, { CTX_ROOT: mnt }), file, "ctx", ...args], {
+            cwd: dir,
+          });
+        assertEquals(await ctx(["agent", "new", "mine"]), {
+          code: 0,
+          stdout: "agent/mine\n",
+          stderr: "",
+        });
+        // The default embedded model (debug/echo) answers with the message.
+        assertEquals(await ctx(["agent", "send", "mine", "hello from a fresh machine"]), {
+          code: 0,
+          stdout: "hello from a fresh machine\n",
+          stderr: "",
+        });
+        // /ctx/bin launchers exec the built file: no checkout behind them.
+        const q = `'${file}'`;
+        assertEquals(
+          await run([...inside(d.child.pid), "cat", `${mnt}/bin/ctx`, `${mnt}/bin/tsh`]),
+          {
+            code: 0,
+            stdout: `#!/bin/sh\nexec ${q} ctx "$@"\n#!/bin/sh\nexec ${q} tsh "$@"\n`,
+            stderr: "",
+          },
+        );
+        assertEquals(
+          await run([...inside(d.child.pid), ...clean(home), `${mnt}/bin/ctx`, "--version"]),
+          { code: 0, stdout: `ctx ${VERSION}\n`, stderr: "" },
+        );
+      } finally {
+        assertEquals(await d.stop(), 0, d.log());
+      }
+      assertEquals(d.log().trimEnd().split("\n").at(-1), "cortexfsd: unmounted; exiting");
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
+
+Deno.test("the single file refuses a cache it cannot trust and a damaged payload, and two first runs share one unpack", async () => {
+  const { dir, file, home } = await lone();
+  const hash = hashOf(file);
+  const ctx = (h: string, f = file) => run([...clean(h), f, "ctx", "--version"], { cwd: dir });
+  const homes = ["open", "theirs", "link", "half", "damaged", "two"].map((n) => {
+    Deno.mkdirSync(`${home}/${n}/.cache`, { recursive: true });
+    return `${home}/${n}`;
+  });
+  const [open, theirs, link, half, damaged, two] = homes;
+  try {
+    // Group- or world-writable: someone else could swap the unpack.
+    Deno.mkdirSync(`${open}/.cache/cortexfs`, { mode: 0o777 });
+    Deno.chmodSync(`${open}/.cache/cortexfs`, 0o777);
+    const refuse = (base: string) => ({
+      code: 69,
+      stdout: "",
+      stderr: `cortexfs: refusing the cache directory ${base}: it must be a directory (not a ` +
+        "symlink) owned by you (or root) that nobody else may write\n",
+    });
+    assertEquals(await ctx(open), refuse(`${open}/.cache/cortexfs`));
+    // A symlink (to a directory elsewhere) is refused too.
+    Deno.mkdirSync(`${link}/elsewhere`, { mode: 0o700 });
+    Deno.symlinkSync(`${link}/elsewhere`, `${link}/.cache/cortexfs`);
+    assertEquals(await ctx(link), refuse(`${link}/.cache/cortexfs`));
+    assertEquals(names(`${link}/elsewhere`), []);
+    if (root) {
+      // Owned by another user (as root, made so here; an ordinary user meets it as pre-created).
+      Deno.mkdirSync(`${theirs}/.cache/cortexfs`, { mode: 0o755 });
+      Deno.chownSync(`${theirs}/.cache/cortexfs`, 65534, 65534);
+      const other = await run([
+        "setpriv",
+        "--reuid=65533",
+        "--regid=65533",
+        "--clear-groups",
+        ...clean(theirs),
+        file,
+        "ctx",
+        "--version",
+      ], { cwd: "/" });
+      assertEquals(other, refuse(`${theirs}/.cache/cortexfs`));
+    }
+    // Something at the hash's name that is not a checked unpack is left alone and named.
+    Deno.mkdirSync(`${half}/.cache/cortexfs/${hash}`, { recursive: true, mode: 0o700 });
+    Deno.chmodSync(`${half}/.cache/cortexfs`, 0o700);
+    assertEquals(await ctx(half), {
+      code: 69,
+      stdout: "",
+      stderr: `cortexfs: ${half}/.cache/cortexfs/${hash} is not a checked unpack of this file ` +
+        "owned by you (or root): remove it and run again\n",
+    });
+    // One changed byte of the payload: refused before anything is unpacked, nothing left behind.
+    const bad = `${dir}/damaged-${NAME}`;
+    const bytes = Deno.readFileSync(file);
+    bytes[bytes.length - 100] ^= 0xff;
+    Deno.writeFileSync(bad, bytes, { mode: 0o755 });
+    const dmg = await ctx(damaged, bad);
+    assertEquals(
+      { code: dmg.code, stdout: dmg.stdout, left: names(`${damaged}/.cache/cortexfs`) },
+      { code: 65, stdout: "", left: [] },
+    );
+    assertEquals(dmg.stderr.includes(`${bad} is damaged: its payload's SHA-256 is `), true);
+    // Two first runs at once: both work, one unpack, no temp directory left.
+    const both = await Promise.all([ctx(two), ctx(two)]);
+    assertEquals(both, [0, 1].map(() => ({ code: 0, stdout: `ctx ${VERSION}\n`, stderr: "" })));
+    assertEquals(names(`${two}/.cache/cortexfs`), [hash]);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("cortexfs install copies the file into --prefix, links every program to it, and writes (never starts) a unit", async () => {
+  const { dir, file, home } = await lone();
+  const prefix = `${dir}/bin`, units = `${dir}/units`;
+  try {
+    const inst = () =>
+      run([...clean(home), file, "install", "--prefix", prefix, "--service", "--unit-dir", units], {
+        cwd: dir,
+      });
+    const want = {
+      code: 0,
+      stdout: [
+        `${prefix}/cortexfs (copy of ${file})`,
+        ...["cortexfsd", "ctx", "tsh"].map((n) => `${prefix}/${n} -> cortexfs`),
+        `${units}/cortexfsd.service (written, not started: systemctl enable --now cortexfsd)`,
+        "",
+      ].join("\n"),
+      stderr: "",
+    };
+    assertEquals(await inst(), want);
+    assertEquals(Deno.readFileSync(`${prefix}/cortexfs`), Deno.readFileSync(file));
+    assertEquals(Deno.readLinkSync(`${prefix}/ctx`), "cortexfs");
+    const unit = Deno.readTextFileSync(`${units}/cortexfsd.service`);
+    assertEquals(
+      unit.split("\n").filter((l) => /^(ExecStart|ExecStartPre|Environment)=/.test(l)),
+      [
+        "Environment=CORTEXFS_CACHE=/var/cache/cortexfs",
+        `ExecStartPre=${prefix}/ctx storage update --prune`,
+        `ExecStart=${prefix}/cortexfsd`,
+      ],
+    );
+    // The installed names run their programs.
+    const v = await Promise.all(
+      ["ctx", "cortexfsd"].map((n) => run([...clean(home), `${prefix}/${n}`, "--version"])),
+    );
+    assertEquals(v.map((o) => o.stdout), [`ctx ${VERSION}\n`, `cortexfsd ${VERSION}\n`]);
+    // Installing again from the installed copy: nothing to copy, links replaced.
+    const again = await run([...clean(home), `${prefix}/cortexfs`, "install", "--prefix", prefix]);
+    assertEquals(again.stdout.split("\n")[0], `${prefix}/cortexfs (already this file)`);
+    // A file that is not a symlink is not overwritten.
+    Deno.removeSync(`${prefix}/tsh`);
+    Deno.writeTextFileSync(`${prefix}/tsh`, "mine\n");
+    const refused = await run([...clean(home), file, "install", "--prefix", prefix]);
+    assertEquals({ code: refused.code, stderr: refused.stderr }, {
+      code: 1,
+      stderr: `cortexfs: EEXIST: ${prefix}/tsh: is not a symlink; remove it to install tsh here\n`,
+    });
+    assertEquals(Deno.readTextFileSync(`${prefix}/tsh`), "mine\n");
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
