@@ -26,6 +26,19 @@ interface Flags {
   loopWait?: string;
 }
 
+/** Why `lib` (the built file's unpacked runtime) is not readable by every user, or null. */
+function unreachable(lib: string): string | null {
+  for (let d = lib; d !== "" && d !== "/"; d = d.replace(/\/[^/]*$/, "")) {
+    if (((Deno.statSync(d).mode ?? 0) & 0o001) === 0) return `${d} is not searchable by others`;
+  }
+  for (const f of ["deno", "tsh.js"]) {
+    if (((Deno.statSync(`${lib}/${f}`).mode ?? 0) & 0o004) === 0) {
+      return `${lib}/${f} is not readable by others`;
+    }
+  }
+  return null;
+}
+
 async function main(flags: Flags): Promise<number> {
   if (flags.dev && install.kind === "built") {
     throw new CtxError(
@@ -56,6 +69,15 @@ async function main(flags: Flags): Promise<number> {
     if (r.created) console.error(`cortexfsd: tree_version ${r.from} -> ${r.to} in ${storage}`);
   } else if (mountedType(mount) === null) ensureDir(mount, 0o755);
   ensureDir(run, 0o755);
+  if (install.kind === "built" && Deno.uid() === 0) {
+    const why = unreachable(install.lib);
+    if (why) {
+      console.error(
+        `cortexfsd: warning: ${why}: the sandboxes of other users' agents bind the runtime from ` +
+          "there and cannot reach it; unset CORTEXFS_CACHE (root's default is /var/cache/cortexfs)",
+      );
+    }
+  }
   // The mount keeps the generation current names now for its whole life (rolling upgrades).
   const root = currentGeneration(storage);
   // Serving an older tree would skip what its migrations enforce (e.g. root-owned definitions).

@@ -61,8 +61,8 @@ export function header(
   }).
 # The payload after this header (a gzip tar: the pinned deno and one bundle per program) is
 # unpacked once into a cache directory named after its SHA-256, checked before it is used:
-# \$CORTEXFS_CACHE (the service's unit sets /var/cache/cortexfs), else /var/cache/cortexfs when
-# root has unpacked this payload there (shared, read-only), else \${XDG_CACHE_HOME:-\$HOME/.cache}/cortexfs.
+# \$CORTEXFS_CACHE, else /var/cache/cortexfs for root (and, read-only, for a user when root has
+# unpacked this payload there), else \${XDG_CACHE_HOME:-\$HOME/.cache}/cortexfs.
 set -eu
 hash=${options.hash}
 skip=${options.skip}
@@ -85,11 +85,12 @@ owned() {
 }
 # $1 is an owned directory holding a complete, checked unpack of this payload.
 sealed() { owned "$1" && [ -f "$1/.sha256" ] && [ "$(cat -- "$1/.sha256")" = "$hash" ]; }
-# A shared cache is readable by all (0755); a user's own is private (0700).
+# A shared cache is readable by all (0755): root's, which every user's sandboxes bind the
+# runtime from and every user may reuse. A user's own is private (0700).
 mode=0755
 if [ -n "\${CORTEXFS_CACHE:-}" ]; then
   base=$CORTEXFS_CACHE
-elif sealed "/var/cache/cortexfs/$hash"; then
+elif [ "$uid" = 0 ] || sealed "/var/cache/cortexfs/$hash"; then
   base=/var/cache/cortexfs
 else
   base=\${XDG_CACHE_HOME:-\${HOME:?cortexfs: set HOME or CORTEXFS_CACHE}/.cache}/cortexfs

@@ -44,11 +44,20 @@ export function hidden(): string[] {
   );
 }
 
+/** Options for {@link fresh}. */
+export interface FreshOptions {
+  /** `[src, dst]`: host directory `src` appears at `dst` (e.g. a temp dir as /var/cache). */
+  binds?: [string, string][];
+  /** More directories to cover with an empty tmpfs (e.g. /usr/local/bin, /run). */
+  tmpfs?: string[];
+}
+
 /**
  * The argv prefix that runs a command in a new mount and network namespace with {@link hidden}
- * covered by empty tmpfs mounts (every pid stays the same: unshare, sh and env all exec).
+ * (and `options.tmpfs`) covered by empty tmpfs mounts and `options.binds` bound; every pid stays
+ * the same (unshare, sh and env all exec), so {@link inside} can join it.
  */
-export function fresh(): string[] {
+export function fresh(options: FreshOptions = {}): string[] {
   return [
     "unshare",
     "--mount",
@@ -57,9 +66,15 @@ export function fresh(): string[] {
     "private",
     "sh",
     "-c",
-    'while [ "$1" != -- ]; do mount -t tmpfs -o size=1m,mode=0755 hidden "$1" || exit 71; shift; done; shift; exec "$@"',
+    `while [ "$1" != -- ]; do
+  if [ "$1" = B ]; then mount --bind "$2" "$3" || exit 71; shift 3
+  else mount -t tmpfs -o mode=0755 hidden "$2" || exit 71; shift 2; fi
+done
+shift
+exec "$@"`,
     "fresh",
-    ...hidden(),
+    ...[...hidden(), ...(options.tmpfs ?? [])].flatMap((d) => ["T", d]),
+    ...(options.binds ?? []).flatMap(([src, dst]) => ["B", src, dst]),
     "--",
   ];
 }

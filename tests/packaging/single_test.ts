@@ -1,7 +1,7 @@
 /** The single downloadable file, alone on a "fresh machine": no checkout, no deno, no network. */
 import { assertEquals } from "../assert.ts";
 import { VERSION } from "../../src/abi/version.ts";
-import { builtFile, clean, fresh, inside, NAME, run, start } from "./fresh.ts";
+import { builtFile, clean, fresh, inside, NAME, run, run as exec, start } from "./fresh.ts";
 
 const root = Deno.uid() === 0;
 
@@ -13,16 +13,20 @@ function hashOf(file: string): string {
   return m[1];
 }
 
-/** An empty dir with only the built file copied in, and an empty HOME beside it. */
-async function lone(): Promise<{ dir: string; file: string; home: string }> {
+/** An empty dir with only the built file copied in, an empty HOME and an empty /var/cache beside it. */
+async function lone(): Promise<{ dir: string; file: string; home: string; varCache: string }> {
   const dir = await Deno.makeTempDir({ prefix: "cortexfs-fresh-" });
   Deno.chmodSync(dir, 0o755); // other uids run the file too
   const file = `${dir}/${NAME}`;
   Deno.copyFileSync(await builtFile(), file);
   Deno.chmodSync(file, 0o755);
   Deno.mkdirSync(`${dir}/home`);
-  return { dir, file, home: `${dir}/home` };
+  Deno.mkdirSync(`${dir}/var-cache`);
+  return { dir, file, home: `${dir}/home`, varCache: `${dir}/var-cache` };
 }
+
+/** An unprivileged uid with no passwd entry (setpriv needs none). */
+const NOBODY = ["setpriv", "--reuid=65533", "--regid=65533", "--clear-groups"];
 
 function names(dir: string): string[] {
   try {
@@ -37,20 +41,31 @@ Deno.test({
     "the single file alone (env -i, empty HOME, checkout, deno and Deno's cache hidden, no network) runs ctx --version, cortexfsd, an agent and a message",
   ignore: !root, // needs root: mount and network namespaces, and mounting FUSE
   async fn() {
-    const { dir, file, home } = await lone();
+    const { dir, file, home, varCache } = await lone();
     const hash = hashOf(file);
+    const ns = fresh({ binds: [[varCache, "/var/cache"]] });
     try {
-      // First run: unpacked into the user's cache, named after the payload's hash, 0700.
-      const v = await run([...fresh(), ...clean(home), file, "ctx", "--version"], { cwd: dir });
+      // First run as root: unpacked into /var/cache/cortexfs/<payload hash>, readable by all
+      // (the sandboxes of every user's agents bind the runtime from there).
+      const v = await run([...ns, ...clean(home), file, "ctx", "--version"], { cwd: dir });
       assertEquals(v, { code: 0, stdout: `ctx ${VERSION}\n`, stderr: "" });
-      const base = `${home}/.cache/cortexfs`;
+      const base = `${varCache}/cortexfs`;
       assertEquals(names(base), [hash]);
-      assertEquals((Deno.statSync(base).mode ?? 0) & 0o777, 0o700);
+      assertEquals((Deno.statSync(base).mode ?? 0) & 0o777, 0o755);
       assertEquals(Deno.readTextFileSync(`${base}/${hash}/.sha256`), `${hash}\n`);
+      assertEquals(names(`${home}/.cache`).includes("cortexfs"), false); // deno's own cache only
+      // An ordinary user reuses that unpack: nothing in its own cache.
+      Deno.mkdirSync(`${dir}/user`);
+      Deno.chownSync(`${dir}/user`, 65533, 65533);
+      const user = await run([...ns, ...NOBODY, ...clean(`${dir}/user`), file, "ctx", "-V"]);
+      assertEquals([user, names(`${dir}/user/.cache`).includes("cortexfs")], [
+        { code: 0, stdout: `ctx ${VERSION}\n`, stderr: "" },
+        false,
+      ]);
       // Multi-call: the file's own name is cortexfs; a symlink named after a program runs it.
       Deno.symlinkSync(file, `${dir}/ctx`);
-      const viaLink = await run([...fresh(), ...clean(home), `${dir}/ctx`, "-V"], { cwd: dir });
-      const self = await run([...fresh(), ...clean(home), file, "--version"], { cwd: dir });
+      const viaLink = await run([...ns, ...clean(home), `${dir}/ctx`, "-V"], { cwd: dir });
+      const self = await run([...ns, ...clean(home), file, "--version"], { cwd: dir });
       assertEquals([viaLink, self], [
         { code: 0, stdout: `ctx ${VERSION}\n`, stderr: "" },
         { code: 0, stdout: `cortexfs ${VERSION}\n`, stderr: "" },
@@ -114,10 +129,14 @@ Deno.test({
   },
 });
 
-Deno.test("the single file refuses a cache it cannot trust and a damaged payload, and two first runs share one unpack", async () => {
-  const { dir, file, home } = await lone();
+Deno.test("the single file refuses a user cache it cannot trust and a damaged payload, and two first runs share one unpack", async () => {
+  const { dir, file, home, varCache } = await lone();
   const hash = hashOf(file);
-  const ctx = (h: string, f = file) => run([...clean(h), f, "ctx", "--version"], { cwd: dir });
+  // As root: run as an unprivileged uid, in a namespace whose /var/cache is empty (no shared
+  // unpack of root's to reuse). Otherwise: as this user, as it is.
+  const as = root ? [...fresh({ binds: [[varCache, "/var/cache"]] }), ...NOBODY] : [];
+  const ctx = (h: string, f = file) =>
+    run([...as, ...clean(h), f, "ctx", "--version"], { cwd: dir });
   const homes = ["open", "theirs", "link", "half", "damaged", "two"].map((n) => {
     Deno.mkdirSync(`${home}/${n}/.cache`, { recursive: true });
     return `${home}/${n}`;
@@ -127,6 +146,25 @@ Deno.test("the single file refuses a cache it cannot trust and a damaged payload
     // Group- or world-writable: someone else could swap the unpack.
     Deno.mkdirSync(`${open}/.cache/cortexfs`, { mode: 0o777 });
     Deno.chmodSync(`${open}/.cache/cortexfs`, 0o777);
+    // A symlink (to a directory elsewhere) is refused too.
+    Deno.mkdirSync(`${link}/elsewhere`, { mode: 0o700 });
+    Deno.symlinkSync(`${link}/elsewhere`, `${link}/.cache/cortexfs`);
+    // Something at the hash's name that is not a checked unpack is left alone and named.
+    Deno.mkdirSync(`${half}/.cache/cortexfs/${hash}`, { recursive: true, mode: 0o700 });
+    Deno.chmodSync(`${half}/.cache/cortexfs`, 0o700);
+    if (root) {
+      for (const h of homes) {
+        for (const p of [h, `${h}/.cache`, `${h}/elsewhere`, `${h}/.cache/cortexfs`]) {
+          try {
+            Deno.chownSync(p, 65533, 65533);
+          } catch { /* not in this home */ }
+        }
+      }
+      Deno.chownSync(`${half}/.cache/cortexfs/${hash}`, 65533, 65533);
+      // Owned by another user: pre-created by it.
+      Deno.mkdirSync(`${theirs}/.cache/cortexfs`, { mode: 0o755 });
+      Deno.chownSync(`${theirs}/.cache/cortexfs`, 65534, 65534);
+    }
     const refuse = (base: string) => ({
       code: 69,
       stdout: "",
@@ -134,30 +172,9 @@ Deno.test("the single file refuses a cache it cannot trust and a damaged payload
         "symlink) owned by you (or root) that nobody else may write\n",
     });
     assertEquals(await ctx(open), refuse(`${open}/.cache/cortexfs`));
-    // A symlink (to a directory elsewhere) is refused too.
-    Deno.mkdirSync(`${link}/elsewhere`, { mode: 0o700 });
-    Deno.symlinkSync(`${link}/elsewhere`, `${link}/.cache/cortexfs`);
     assertEquals(await ctx(link), refuse(`${link}/.cache/cortexfs`));
     assertEquals(names(`${link}/elsewhere`), []);
-    if (root) {
-      // Owned by another user (as root, made so here; an ordinary user meets it as pre-created).
-      Deno.mkdirSync(`${theirs}/.cache/cortexfs`, { mode: 0o755 });
-      Deno.chownSync(`${theirs}/.cache/cortexfs`, 65534, 65534);
-      const other = await run([
-        "setpriv",
-        "--reuid=65533",
-        "--regid=65533",
-        "--clear-groups",
-        ...clean(theirs),
-        file,
-        "ctx",
-        "--version",
-      ], { cwd: "/" });
-      assertEquals(other, refuse(`${theirs}/.cache/cortexfs`));
-    }
-    // Something at the hash's name that is not a checked unpack is left alone and named.
-    Deno.mkdirSync(`${half}/.cache/cortexfs/${hash}`, { recursive: true, mode: 0o700 });
-    Deno.chmodSync(`${half}/.cache/cortexfs`, 0o700);
+    if (root) assertEquals(await ctx(theirs), refuse(`${theirs}/.cache/cortexfs`));
     assertEquals(await ctx(half), {
       code: 69,
       stdout: "",
@@ -169,24 +186,30 @@ Deno.test("the single file refuses a cache it cannot trust and a damaged payload
     const bytes = Deno.readFileSync(file);
     bytes[bytes.length - 100] ^= 0xff;
     Deno.writeFileSync(bad, bytes, { mode: 0o755 });
+    Deno.chmodSync(bad, 0o755);
     const dmg = await ctx(damaged, bad);
     assertEquals(
       { code: dmg.code, stdout: dmg.stdout, left: names(`${damaged}/.cache/cortexfs`) },
       { code: 65, stdout: "", left: [] },
     );
     assertEquals(dmg.stderr.includes(`${bad} is damaged: its payload's SHA-256 is `), true);
-    // Two first runs at once: both work, one unpack, no temp directory left.
+    // Two first runs at once: both work, one unpack (0700: this user's own), no temp dir left.
     const both = await Promise.all([ctx(two), ctx(two)]);
     assertEquals(both, [0, 1].map(() => ({ code: 0, stdout: `ctx ${VERSION}\n`, stderr: "" })));
     assertEquals(names(`${two}/.cache/cortexfs`), [hash]);
+    assertEquals((Deno.statSync(`${two}/.cache/cortexfs`).mode ?? 0) & 0o777, 0o700);
+    assertEquals(names(varCache), []);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
 });
 
 Deno.test("cortexfs install copies the file into --prefix, links every program to it, and writes (never starts) a unit", async () => {
-  const { dir, file, home } = await lone();
+  const { dir, file, home, varCache } = await lone();
   const prefix = `${dir}/bin`, units = `${dir}/units`;
+  // As root the file unpacks into /var/cache: an empty one of this test's.
+  const ns = root ? fresh({ binds: [[varCache, "/var/cache"]] }) : [];
+  const run = (argv: string[], o: { cwd?: string } = {}) => exec([...ns, ...argv], o);
   try {
     const inst = () =>
       run([...clean(home), file, "install", "--prefix", prefix, "--service", "--unit-dir", units], {
