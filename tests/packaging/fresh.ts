@@ -54,10 +54,13 @@ export interface FreshOptions {
 
 /**
  * The argv prefix that runs a command in a new mount and network namespace with {@link hidden}
- * (and `options.tmpfs`) covered by empty tmpfs mounts and `options.binds` bound; every pid stays
+ * (and `options.tmpfs`, and /var/cache unless bound) covered by empty tmpfs mounts and
+ * `options.binds` bound; every pid stays
  * the same (unshare, sh and env all exec), so {@link inside} can join it.
  */
 export function fresh(options: FreshOptions = {}): string[] {
+  // Root's first run unpacks into /var/cache/cortexfs: never the host's.
+  const cache = (options.binds ?? []).some(([, dst]) => dst === "/var/cache") ? [] : ["/var/cache"];
   return [
     "unshare",
     "--mount",
@@ -73,7 +76,7 @@ done
 shift
 exec "$@"`,
     "fresh",
-    ...[...hidden(), ...(options.tmpfs ?? [])].flatMap((d) => ["T", d]),
+    ...[...hidden(), ...cache, ...(options.tmpfs ?? [])].flatMap((d) => ["T", d]),
     ...(options.binds ?? []).flatMap(([src, dst]) => ["B", src, dst]),
     "--",
   ];

@@ -75,7 +75,7 @@ Deno.test({
       const st = `${dir}/state/storage`, mnt = `${dir}/state/ctx`, rn = `${dir}/state/run`;
       const d = start(
         [
-          ...fresh(),
+          ...ns,
           ...clean(home),
           file,
           "cortexfsd",
