@@ -139,8 +139,9 @@ exit 70
 `;
 }
 
-async function run(cmd: string, args: string[], cwd = here): Promise<void> {
-  const o = await new Deno.Command(cmd, { args, cwd, stdout: "piped", stderr: "piped" }).output();
+async function run(cmd: string, args: string[]): Promise<void> {
+  const o = await new Deno.Command(cmd, { args, cwd: here, stdout: "piped", stderr: "piped" })
+    .output();
   if (!o.success) {
     throw new Error(`${cmd} ${args.join(" ")} failed:\n${new TextDecoder().decode(o.stderr)}`);
   }
@@ -152,9 +153,67 @@ async function sha256(bytes: Uint8Array): Promise<string> {
 }
 
 /**
- * Builds the single file: bundles every program (and its workers) with the pinned deno, packs
- * them with that deno binary into a reproducible gzip tar, and writes header + payload to
- * `out` through a temp file and a rename.
+ * Writes `out`: the header for `programs`, then `lib` (the deno binary and `<program>.js` files)
+ * as a reproducible gzip tar, through a temp file and a rename.
+ */
+export async function pack(
+  lib: string,
+  options: { out: string; programs: Record<string, readonly string[]>; version: string },
+): Promise<SingleResult> {
+  Deno.chmodSync(`${lib}/deno`, 0o755);
+  for (const e of Deno.readDirSync(lib)) {
+    if (e.name !== "deno") Deno.chmodSync(`${lib}/${e.name}`, 0o644);
+  }
+  const payloadPath = `${options.out}.payload-${Deno.pid}`;
+  Deno.mkdirSync(options.out.replace(/\/[^/]*$/, "") || "/", { recursive: true });
+  try {
+    // Reproducible: sorted names, no owners, no times (tar and gzip both).
+    await run("sh", [
+      "-c",
+      'tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -C "$1" -cf - . | gzip -n -6 >"$2"',
+      "pack",
+      lib,
+      payloadPath,
+    ]);
+    const payload = Deno.readFileSync(payloadPath);
+    const hash = await sha256(payload);
+    let skip = 0, text = "";
+    for (let i = 0; i < 4; i++) { // the header holds its own length: settle on a fixed point
+      text = header({ version: options.version, hash, skip, programs: options.programs });
+      const len = new TextEncoder().encode(text).length;
+      if (len === skip) break;
+      skip = len;
+    }
+    const head = new TextEncoder().encode(text);
+    if (head.length !== skip) throw new Error("the header's length did not settle");
+    const tmp = `${options.out}.tmp-${Deno.pid}`;
+    const f = Deno.openSync(tmp, { write: true, create: true, truncate: true, mode: 0o755 });
+    try {
+      for (const part of [head, payload]) {
+        for (let off = 0; off < part.length;) off += f.writeSync(part.subarray(off));
+      }
+    } finally {
+      f.close();
+    }
+    Deno.chmodSync(tmp, 0o755);
+    Deno.renameSync(tmp, options.out);
+    return {
+      path: options.out,
+      size: head.length + payload.length,
+      hash,
+      header: head.length,
+      names: Object.keys(options.programs).filter((n) => n !== "cortexfs"),
+    };
+  } finally {
+    try {
+      Deno.removeSync(payloadPath);
+    } catch { /* not made */ }
+  }
+}
+
+/**
+ * Builds the single file: bundles every program (and its workers) with the pinned deno and
+ * {@link pack}s them with that deno binary.
  */
 export async function buildSingle(options: SingleOptions): Promise<SingleResult> {
   const { VERSION } = await import("../src/abi/version.ts");
@@ -180,45 +239,7 @@ export async function buildSingle(options: SingleOptions): Promise<SingleResult>
       ]);
     }
     Deno.copyFileSync(deno, `${lib}/deno`);
-    Deno.chmodSync(`${lib}/deno`, 0o755);
-    for (const e of Deno.readDirSync(lib)) {
-      if (e.name !== "deno") Deno.chmodSync(`${lib}/${e.name}`, 0o644);
-    }
-    // Reproducible: sorted names, no owners, no times (tar and gzip both).
-    await run("sh", [
-      "-c",
-      "tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -C lib -cf - . | gzip -n -6 > payload",
-    ], stage);
-    const payload = Deno.readFileSync(`${stage}/payload`);
-    const hash = await sha256(payload);
-    let skip = 0, text = "";
-    for (let i = 0; i < 4; i++) { // the header holds its own length: settle on a fixed point
-      text = header({ version: VERSION, hash, skip, programs: options.programs });
-      const len = new TextEncoder().encode(text).length;
-      if (len === skip) break;
-      skip = len;
-    }
-    const head = new TextEncoder().encode(text);
-    if (head.length !== skip) throw new Error("the header's length did not settle");
-    const tmp = `${options.out}.tmp-${Deno.pid}`;
-    Deno.mkdirSync(options.out.replace(/\/[^/]*$/, "") || "/", { recursive: true });
-    const f = Deno.openSync(tmp, { write: true, create: true, truncate: true, mode: 0o755 });
-    try {
-      for (const part of [head, payload]) {
-        for (let off = 0; off < part.length;) off += f.writeSync(part.subarray(off));
-      }
-    } finally {
-      f.close();
-    }
-    Deno.chmodSync(tmp, 0o755);
-    Deno.renameSync(tmp, options.out);
-    return {
-      path: options.out,
-      size: head.length + payload.length,
-      hash,
-      header: head.length,
-      names: Object.keys(options.programs).filter((n) => n !== "cortexfs"),
-    };
+    return await pack(lib, { out: options.out, programs: options.programs, version: VERSION });
   } finally {
     await Deno.remove(stage, { recursive: true });
   }
