@@ -17,7 +17,10 @@ import { resolvePaths } from "../src/store/paths.ts";
 
 const env = Deno.env.toObject();
 // The checkout this ctx runs from: its dev mount (`deno task dev`) is found without CTX_ROOT.
-const checkout = new URL("..", import.meta.url).pathname.replace(/\/$/, "");
+// The built single file has no checkout (and no dev mount to look for).
+const checkout = import.meta.url.endsWith(".ts")
+  ? new URL("..", import.meta.url).pathname.replace(/\/$/, "")
+  : undefined;
 const program = new Command("ctx");
 let found: FoundTree | undefined;
 const tree = () => found ??= findTree({ root: program.opts().root, env, checkout });

@@ -14,6 +14,9 @@ export const WORKERS: Record<string, { entry: string; out: string }[]> = {
   cortexfsd: [{ entry: "src/fuse/worker.ts", out: "worker.js" }],
 };
 
+/** Programs bundled to one file each: tsh.js is also what sandboxes bind and run (src/tool/run.ts). */
+export const ALONE = ["tsh"];
+
 /** Options for {@link buildSingle}. */
 export interface SingleOptions {
   /** The output file. */
@@ -222,9 +225,27 @@ export async function buildSingle(options: SingleOptions): Promise<SingleResult>
   try {
     const lib = `${stage}/lib`;
     Deno.mkdirSync(lib);
+    // Programs share their modules as chunks (code splitting: each start parses only what it
+    // imports, about a third less CPU for `ctx` than one bundle per program); the entries all
+    // live in cli/, so every output lands flat in lib/. A program run inside sandboxes (one file
+    // bound there) and each worker are single-file bundles.
+    const names = Object.keys(options.programs);
+    const split = names.filter((n) => !ALONE.includes(n));
+    if (split.length) {
+      await run(deno, [
+        "bundle",
+        "--quiet",
+        "--platform",
+        "deno",
+        "--code-splitting",
+        "--outdir",
+        lib,
+        ...split.map((n) => `cli/${n}.ts`),
+      ]);
+    }
     const bundles: { entry: string; out: string }[] = [];
-    for (const name of Object.keys(options.programs)) {
-      bundles.push({ entry: `cli/${name}.ts`, out: `${name}.js` });
+    for (const name of names) {
+      if (ALONE.includes(name)) bundles.push({ entry: `cli/${name}.ts`, out: `${name}.js` });
       bundles.push(...(WORKERS[name] ?? []));
     }
     for (const b of bundles) {
