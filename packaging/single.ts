@@ -62,7 +62,7 @@ export function header(
 # Run it as \`cortexfs PROGRAM ...\` or through a symlink named after a program (${
     names.join(", ")
   }).
-# The payload after this header (a gzip tar: the pinned deno and one bundle per program) is
+# The payload after this header (a gzip tar: the pinned deno and the programs' bundles) is
 # unpacked once into a cache directory named after its SHA-256, checked before it is used:
 # \$CORTEXFS_CACHE, else /var/cache/cortexfs for root (and, read-only, for a user when root has
 # unpacked this payload there), else \${XDG_CACHE_HOME:-\$HOME/.cache}/cortexfs.
@@ -86,8 +86,10 @@ owned() {
   set -- $(stat -c '%u %a' -- "$1" 2>/dev/null) x
   { [ "$1" = "$uid" ] || [ "$1" = 0 ]; } && [ $((0$2 & 022)) -eq 0 ]
 }
-# $1 is an owned directory holding a complete, checked unpack of this payload.
-sealed() { owned "$1" && [ -f "$1/.sha256" ] && [ "$(cat -- "$1/.sha256")" = "$hash" ]; }
+# $1 is an owned directory in an owned directory, holding a complete, checked unpack of this payload.
+sealed() {
+  owned "\${1%/*}" && owned "$1" && [ -f "$1/.sha256" ] && [ "$(cat -- "$1/.sha256")" = "$hash" ]
+}
 # A shared cache is readable by all (0755): root's, which every user's sandboxes bind the
 # runtime from and every user may reuse. A user's own is private (0700).
 mode=0755
