@@ -254,6 +254,16 @@ Deno.test("cortexfs install copies the file into --prefix, links every program t
       stderr: `cortexfs: EEXIST: ${prefix}/tsh: is not a symlink; remove it to install tsh here\n`,
     });
     assertEquals(Deno.readTextFileSync(`${prefix}/tsh`), "mine\n");
+    if (root) {
+      // An ordinary user's default prefix is ~/.local/bin.
+      const user = `${dir}/user`;
+      Deno.mkdirSync(user);
+      Deno.chownSync(user, 65533, 65533);
+      const mine = await run([...NOBODY, ...clean(user), file, "install"]);
+      assertEquals(mine.code, 0, mine.stderr);
+      assertEquals(Deno.readLinkSync(`${user}/.local/bin/ctx`), "cortexfs");
+      assertEquals(Deno.statSync(`${user}/.local/bin/cortexfs`).uid, 65533);
+    }
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
