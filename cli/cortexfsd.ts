@@ -26,14 +26,22 @@ interface Flags {
   loopWait?: string;
 }
 
-/** Why `lib` (the built file's unpacked runtime) is not readable by every user, or null. */
-function unreachable(lib: string): string | null {
-  for (let d = lib; d !== "" && d !== "/"; d = d.replace(/\/[^/]*$/, "")) {
+/**
+ * Why `dir/files` are not reachable by every user (a directory on the way not searchable, a file
+ * not readable, or not executable with `exec`), or null.
+ */
+function unreachable(
+  dir: string,
+  files: string[],
+  options: { exec?: boolean } = {},
+): string | null {
+  for (let d = dir; d !== "" && d !== "/"; d = d.replace(/\/[^/]*$/, "")) {
     if (((Deno.statSync(d).mode ?? 0) & 0o001) === 0) return `${d} is not searchable by others`;
   }
-  for (const f of ["deno", "tsh.js"]) {
-    if (((Deno.statSync(`${lib}/${f}`).mode ?? 0) & 0o004) === 0) {
-      return `${lib}/${f} is not readable by others`;
+  const need = options.exec ? 0o005 : 0o004;
+  for (const f of files) {
+    if (((Deno.statSync(`${dir}/${f}`).mode ?? 0) & need) !== need) {
+      return `${dir}/${f} is not ${options.exec ? "executable" : "readable"} by others`;
     }
   }
   return null;
@@ -70,11 +78,22 @@ async function main(flags: Flags): Promise<number> {
   } else if (mountedType(mount) === null) ensureDir(mount, 0o755);
   ensureDir(run, 0o755);
   if (install.kind === "built" && Deno.uid() === 0) {
-    const why = unreachable(install.lib);
-    if (why) {
+    // Other users reach this install twice: their agents' sandboxes bind the unpacked runtime,
+    // and /ctx/bin's launchers exec the file itself.
+    const lib = unreachable(install.lib, ["deno", "tsh.js"]);
+    if (lib) {
       console.error(
-        `cortexfsd: warning: ${why}: the sandboxes of other users' agents bind the runtime from ` +
+        `cortexfsd: warning: ${lib}: the sandboxes of other users' agents bind the runtime from ` +
           "there and cannot reach it; unset CORTEXFS_CACHE (root's default is /var/cache/cortexfs)",
+      );
+    }
+    const exe = install.exe && unreachable(install.exe.replace(/\/[^/]*$/, "") || "/", [
+      install.exe.replace(/^.*\//, ""),
+    ], { exec: true });
+    if (exe) {
+      console.error(
+        `cortexfsd: warning: ${exe}: /ctx/bin's launchers exec it, so other users cannot; ` +
+          "install it first (`sudo cortexfs install` puts it in /usr/local/bin)",
       );
     }
   }

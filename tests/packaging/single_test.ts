@@ -123,6 +123,7 @@ Deno.test({
         assertEquals(await d.stop(), 0, d.log());
       }
       assertEquals(d.log().trimEnd().split("\n").at(-1), "cortexfsd: unmounted; exiting");
+      assertEquals(d.log().includes("warning"), false, d.log()); // reachable by every user
     } finally {
       await Deno.remove(dir, { recursive: true });
     }
