@@ -109,6 +109,7 @@ if ! sealed "$lib"; then
   mkdir -p -m "$mode" -- "$base" || die 73 "cannot create the cache directory $base"
   owned "$base" || die 69 "refusing the cache directory $base: it must be a directory (not a symlink) owned by you (or root) that nobody else may write"
   umask 022
+  [ ! -t 2 ] || echo "cortexfs: first run of ${options.version}: unpacking into $lib (once)" >&2
   tmp=$(mktemp -d -- "$base/.unpack-XXXXXX") || die 73 "cannot create a directory in $base"
   trap 'rm -rf -- "$tmp"' EXIT
   trap 'exit 130' INT
