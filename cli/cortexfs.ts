@@ -48,7 +48,7 @@ Examples:
 
 program
   .command("install")
-  .description("copy this file to PREFIX/cortexfs and link the programs there")
+  .description("copy this file to PREFIX/cortexfs, link the programs to it, add agent.sh")
   .option("--prefix <dir>", "bin directory (default /usr/local/bin for root, else ~/.local/bin)")
   .option("--service", "also write a systemd unit for cortexfsd (written, never started)")
   .option("--unit-dir <dir>", "where the unit goes", "/etc/systemd/system")
@@ -63,9 +63,16 @@ program
     }
     const prefix = o.prefix ??
       (Deno.uid() === 0 ? "/usr/local/bin" : `${env.HOME ?? "."}/.local/bin`);
+    let files: { name: string; src: string }[] = [];
+    try {
+      if (Deno.statSync(`${here.lib}/agent.sh`).isFile) {
+        files = [{ name: "agent.sh", src: `${here.lib}/agent.sh` }];
+      }
+    } catch { /* a build without agent.sh */ }
     const r = install({
       exe: here.exe,
       programs,
+      files,
       prefix,
       service: o.service,
       unitDir: o.unitDir,

@@ -7,6 +7,8 @@ export interface InstallOptions {
   exe: string;
   /** The program names to link to it (`ctx`, `tsh`, `cortexfsd`, ...). */
   programs: readonly string[];
+  /** Files copied into the prefix as they are, by name (agent.sh). */
+  files?: { name: string; src: string }[];
   /** The bin directory: `<prefix>/cortexfs` and one symlink per program go there. */
   prefix: string;
   /** Also write a systemd unit for cortexfsd into `unitDir` (never enabled or started here). */
@@ -34,6 +36,16 @@ function real(path: string): string | null {
     return Deno.realPathSync(path);
   } catch {
     return null;
+  }
+}
+
+/** True when `a` and `b` hold the same bytes. */
+function same(a: string, b: string): boolean {
+  try {
+    const x = Deno.readFileSync(a), y = Deno.readFileSync(b);
+    return x.length === y.length && x.every((v, i) => v === y[i]);
+  } catch {
+    return false;
   }
 }
 
@@ -88,6 +100,14 @@ export function install(options: InstallOptions): InstallReport {
       });
     }
   }
+  for (const f of options.files ?? []) {
+    const path = `${prefix}/${f.name}`;
+    if (lstat(path) && !same(path, f.src)) {
+      throw new CtxError("EEXIST", `is not this install's ${f.name}; remove it to install here`, {
+        path,
+      });
+    }
+  }
   const dest = `${prefix}/cortexfs`;
   if (real(dest) !== real(options.exe)) {
     const tmp = `${dest}.tmp-${Deno.pid}`;
@@ -99,6 +119,13 @@ export function install(options: InstallOptions): InstallReport {
   for (const name of options.programs) {
     link("cortexfs", `${prefix}/${name}`);
     lines.push(`${prefix}/${name} -> cortexfs`);
+  }
+  for (const f of options.files ?? []) {
+    const path = `${prefix}/${f.name}`, tmp = `${path}.tmp-${Deno.pid}`;
+    Deno.copyFileSync(f.src, tmp);
+    Deno.chmodSync(tmp, 0o755);
+    Deno.renameSync(tmp, path);
+    lines.push(`${path}`);
   }
   if (options.service) {
     const dir = options.unitDir ?? "/etc/systemd/system";

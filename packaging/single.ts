@@ -166,9 +166,9 @@ export async function pack(
   lib: string,
   options: { out: string; programs: Record<string, readonly string[]>; version: string },
 ): Promise<SingleResult> {
-  Deno.chmodSync(`${lib}/deno`, 0o755);
   for (const e of Deno.readDirSync(lib)) {
-    if (e.name !== "deno") Deno.chmodSync(`${lib}/${e.name}`, 0o644);
+    const exec = e.name === "deno" || e.name.endsWith(".sh");
+    Deno.chmodSync(`${lib}/${e.name}`, exec ? 0o755 : 0o644);
   }
   const payloadPath = `${options.out}.payload-${Deno.pid}`;
   Deno.mkdirSync(options.out.replace(/\/[^/]*$/, "") || "/", { recursive: true });
@@ -263,6 +263,12 @@ export async function buildSingle(options: SingleOptions): Promise<SingleResult>
       ]);
     }
     Deno.copyFileSync(deno, `${lib}/deno`);
+    // agent.sh, the default human entry (DESIGN.md): `cortexfs install` puts it beside ctx.
+    try {
+      Deno.copyFileSync(`${here}/cli/agent.sh`, `${lib}/agent.sh`);
+    } catch (e) {
+      if (!(e instanceof Deno.errors.NotFound)) throw e;
+    }
     return await pack(lib, { out: options.out, programs: options.programs, version: VERSION });
   } finally {
     await Deno.remove(stage, { recursive: true });

@@ -221,6 +221,7 @@ Deno.test("cortexfs install copies the file into --prefix, links every program t
       stdout: [
         `${prefix}/cortexfs (copy of ${file})`,
         ...["cortexfsd", "ctx", "tsh"].map((n) => `${prefix}/${n} -> cortexfs`),
+        `${prefix}/agent.sh`,
         `${units}/cortexfsd.service (written, not started: systemctl enable --now cortexfsd)`,
         "",
       ].join("\n"),
@@ -229,6 +230,10 @@ Deno.test("cortexfs install copies the file into --prefix, links every program t
     assertEquals(await inst(), want);
     assertEquals(Deno.readFileSync(`${prefix}/cortexfs`), Deno.readFileSync(file));
     assertEquals(Deno.readLinkSync(`${prefix}/ctx`), "cortexfs");
+    assertEquals(
+      Deno.readTextFileSync(`${prefix}/agent.sh`),
+      Deno.readTextFileSync(new URL("../../cli/agent.sh", import.meta.url)),
+    );
     const unit = Deno.readTextFileSync(`${units}/cortexfsd.service`);
     assertEquals(
       unit.split("\n").filter((l) => /^(ExecStart|ExecStartPre|Environment)=/.test(l)),
