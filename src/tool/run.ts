@@ -1,7 +1,7 @@
 /** runTsh: one tsh operation for an agent, run as tsh inside a fresh bubblewrap sandbox. */
 import { CtxError, toCtxError } from "../abi/errno.ts";
 import { effectiveRlimits } from "../abi/rlimit.ts";
-import { authorize } from "../policy/authorize.ts";
+import { authorize } from "./authorize.ts";
 import type { Letter } from "../policy/perm.ts";
 import { agentEnv } from "../sandbox/env.ts";
 import { launch } from "../sandbox/launch.ts";
