@@ -11,7 +11,10 @@ export interface NameOptions {
   kind?: NameKind;
 }
 
-const GRAMMAR = /^[a-zA-Z0-9][a-zA-Z0-9._+-]{0,63}$/;
+/** The one-component grammar, as a pattern (frames and envelopes check names with it too). */
+export const NAME_GRAMMAR = /^[a-zA-Z0-9][a-zA-Z0-9._+-]{0,63}$/;
+/** The grammar as messages quote it. */
+export const NAME_TEXT = "[a-zA-Z0-9][a-zA-Z0-9._+-]{0,63}";
 
 /** Why `s` is not a valid single component, or undefined when it is. */
 function componentFault(s: string): string | undefined {
@@ -27,7 +30,7 @@ function componentFault(s: string): string | undefined {
   if (bad) return `contains ${quote(bad[0])} (allowed: letters, digits, . _ + -)`;
   if (s.endsWith(".sock")) return 'ends with ".sock" (reserved for sockets)';
   if (s.endsWith(".d")) return 'ends with ".d" (reserved for control directories)';
-  if (!GRAMMAR.test(s)) return "does not match [a-zA-Z0-9][a-zA-Z0-9._+-]{0,63}";
+  if (!NAME_GRAMMAR.test(s)) return `does not match ${NAME_TEXT}`;
   return undefined;
 }
 

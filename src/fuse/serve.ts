@@ -84,7 +84,9 @@ export function refusals(log: (line: string) => void, clock: () => number = Date
       w.dropped++;
       return;
     }
-    const rule = err.message.replace(/[\x00-\x1f\x7f]/g, " "); // one line, whatever the rule quotes
+    // One line, whatever the rule quotes.
+    // deno-lint-ignore no-control-regex
+    const rule = err.message.replace(/[\x00-\x1f\x7f]/g, " ");
     log(`cortexfsd: refused uid ${uid} write of /ctx/${abiPath}: ${err.errno}: ${rule}`);
   };
 }
