@@ -69,3 +69,25 @@ export function checkName(s: string, options: NameOptions = {}): string {
 export function isModelPath(ref: string): boolean {
   return ref.includes("/") && isName(ref, { kind: "model" });
 }
+
+/**
+ * The name a writer gives the temp it renames onto `base` (`.window.tmp-123-9f3a`): hidden, the
+ * writer's pid, a random nonce, so writers and readers never collide. Every temp the store,
+ * the runtime and the build make is named this way.
+ */
+export function tempName(base: string): string {
+  const nonce = crypto.getRandomValues(new Uint32Array(1))[0].toString(16);
+  return `.${base}.tmp-${Deno.pid}-${nonce}`;
+}
+
+/** Any name {@link tempName} makes (or an older writer's `.<base>.tmp-…`): never an object. */
+export const TEMP_NAME = /^\..+\.tmp-/;
+
+/**
+ * The name a temp will replace: `.window.tmp-123-9f3a` (or with an attempt number,
+ * `.window.tmp-123-9f3a-1`) names `window`; anything else is null.
+ */
+export function tempTarget(name: string): string | null {
+  const m = name.match(/^\.(.+)\.tmp-[0-9]+-[0-9a-f]+(?:-[0-9]+)?$/);
+  return m ? m[1] : null;
+}

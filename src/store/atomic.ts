@@ -1,5 +1,6 @@
 /** The one atomic-replace helper: temp file in the same directory, fsync, rename, directory fsync. */
 import { CtxError, errnoName, toCtxError } from "../abi/errno.ts";
+import { tempName } from "../abi/names.ts";
 import { canWriteNew, syncDirectory, writeNew } from "../sys/newfile.ts";
 
 /** Options for {@link replaceFile}. */
@@ -45,8 +46,7 @@ export function syncDir(dir: string): void {
 
 /** A temp name beside `path` that other writers and readers never collide with. */
 export function tempPath(path: string): string {
-  const nonce = crypto.getRandomValues(new Uint32Array(1))[0].toString(16);
-  return `${dirOf(path)}/.${baseOf(path)}.tmp-${Deno.pid}-${nonce}`;
+  return `${dirOf(path)}/${tempName(baseOf(path))}`;
 }
 
 /**
