@@ -33,7 +33,7 @@ function baseOf(path: string): string {
 export function syncDir(dir: string): void {
   if (canWriteNew()) {
     const err = syncDirectory(dir);
-    if (err !== 0) throw new CtxError(errnoName(err), "cannot fsync the directory", { path: dir });
+    if (err < 0) throw new CtxError(errnoName(-err), "cannot fsync the directory", { path: dir });
     return;
   }
   const f = Deno.openSync(dir, { read: true });
@@ -77,7 +77,7 @@ export function replaceFile(
       // With FFI (cortexfsd, ctx): owner and mode are set on the descriptor, never by path.
       const uidGid = uid !== undefined && gid !== undefined ? { uid, gid } : {};
       const err = writeNew(tmp, bytes, { mode: mode ?? 0o644, ...uidGid, sync });
-      if (err !== 0) throw new CtxError(errnoName(err), `cannot write ${tmp}`, { path });
+      if (err < 0) throw new CtxError(errnoName(-err), `cannot write ${tmp}`, { path });
       Deno.renameSync(tmp, path);
       if (sync) syncDir(dirOf(path));
       return;
