@@ -1,5 +1,6 @@
 /** sdk-envelope-v1: the one stdin object of an executable agent step, and the frames it may print. */
 import { z } from "zod";
+import { NAME_GRAMMAR } from "./names.ts";
 
 /** The schema name carried in every invocation. */
 export const ENVELOPE_SCHEMA = "cortexfs.agent-invocation/v1";
@@ -67,7 +68,7 @@ export const agentFrame = z.discriminatedUnion("type", [
   z.strictObject({
     type: z.literal("tool_call"),
     id: z.string().regex(/^[\x21-\x7e]{1,128}$/),
-    name: z.string().regex(/^[a-zA-Z0-9][a-zA-Z0-9._+-]{0,63}$/),
+    name: z.string().regex(NAME_GRAMMAR),
     arguments: z.record(z.string(), z.unknown()),
   }),
   z.strictObject({

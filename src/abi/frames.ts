@@ -1,19 +1,14 @@
 /** Agent socket frames: the JSONL requests a client sends and the frames the runtime streams back. */
 import { z } from "zod";
+import { isName, NAME_TEXT } from "./names.ts";
 
 /** Largest frame in either direction, newline included (larger is EMSGSIZE). */
 export const MAX_FRAME = 1024 * 1024;
 
-const NAME_RE = /^[a-zA-Z0-9][a-zA-Z0-9._+-]{0,63}$/;
-
-/** A session name: one name component (same grammar as object names). */
-export const sessionName = z.string().refine(
-  (s) => NAME_RE.test(s) && !s.endsWith(".sock") && !s.endsWith(".d") && s !== "index",
-  {
-    message:
-      "session must match [a-zA-Z0-9][a-zA-Z0-9._+-]{0,63}, not end in .sock/.d, not be index",
-  },
-);
+/** A session name: one name component (the object-name grammar), and never `index`. */
+export const sessionName = z.string().refine((s) => isName(s) && s !== "index", {
+  message: `session must match ${NAME_TEXT}, not end in .sock/.d, not be index`,
+});
 
 // Client request ids: printable ASCII without spaces, bounded so the index stays small.
 const requestId = z.string().regex(/^[\x21-\x7e]{1,128}$/, {

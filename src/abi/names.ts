@@ -11,7 +11,10 @@ export interface NameOptions {
   kind?: NameKind;
 }
 
-const GRAMMAR = /^[a-zA-Z0-9][a-zA-Z0-9._+-]{0,63}$/;
+/** The one-component grammar, as a pattern (frames and envelopes check names with it too). */
+export const NAME_GRAMMAR = /^[a-zA-Z0-9][a-zA-Z0-9._+-]{0,63}$/;
+/** The grammar as messages quote it. */
+export const NAME_TEXT = "[a-zA-Z0-9][a-zA-Z0-9._+-]{0,63}";
 
 /** Why `s` is not a valid single component, or undefined when it is. */
 function componentFault(s: string): string | undefined {
@@ -27,7 +30,7 @@ function componentFault(s: string): string | undefined {
   if (bad) return `contains ${quote(bad[0])} (allowed: letters, digits, . _ + -)`;
   if (s.endsWith(".sock")) return 'ends with ".sock" (reserved for sockets)';
   if (s.endsWith(".d")) return 'ends with ".d" (reserved for control directories)';
-  if (!GRAMMAR.test(s)) return "does not match [a-zA-Z0-9][a-zA-Z0-9._+-]{0,63}";
+  if (!NAME_GRAMMAR.test(s)) return `does not match ${NAME_TEXT}`;
   return undefined;
 }
 
@@ -65,4 +68,26 @@ export function checkName(s: string, options: NameOptions = {}): string {
 /** True when a model reference is `<provider>/<model>` (not an alias). */
 export function isModelPath(ref: string): boolean {
   return ref.includes("/") && isName(ref, { kind: "model" });
+}
+
+/**
+ * The name a writer gives the temp it renames onto `base` (`.window.tmp-123-9f3a`): hidden, the
+ * writer's pid, a random nonce, so writers and readers never collide. Every temp the store,
+ * the runtime and the build make is named this way.
+ */
+export function tempName(base: string): string {
+  const nonce = crypto.getRandomValues(new Uint32Array(1))[0].toString(16);
+  return `.${base}.tmp-${Deno.pid}-${nonce}`;
+}
+
+/** Any name {@link tempName} makes (or an older writer's `.<base>.tmp-…`): never an object. */
+export const TEMP_NAME = /^\..+\.tmp-/;
+
+/**
+ * The name a temp will replace: `.window.tmp-123-9f3a` (or with an attempt number,
+ * `.window.tmp-123-9f3a-1`) names `window`; anything else is null.
+ */
+export function tempTarget(name: string): string | null {
+  const m = name.match(/^\.(.+)\.tmp-[0-9]+-[0-9a-f]+(?:-[0-9]+)?$/);
+  return m ? m[1] : null;
 }

@@ -6,6 +6,7 @@
 import type { Command } from "commander";
 import { guarded } from "./fail.ts";
 import { findTree } from "./root.ts";
+import { NAME_TEXT } from "../abi/names.ts";
 
 /** What an agent subcommand needs from the top level: the tree root and the environment. */
 export interface AgentContext {
@@ -26,7 +27,7 @@ export function addAgentCommands(
   agent
     .command("new")
     .description("create an agent: controls first, agent/NAME last")
-    .argument("<name>", "agent name ([a-zA-Z0-9][a-zA-Z0-9._+-]{0,63})")
+    .argument("<name>", `agent name (${NAME_TEXT})`)
     .option("--model <ref>", "model reference (provider/model or alias; default: model/main)")
     .option("--perm <triplet>", "capability ceiling, ---..rwx (default rwx)")
     .option("--window <w>", "auto or a token count <= the model's limit (default auto)")

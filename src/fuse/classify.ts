@@ -1,4 +1,5 @@
 /** What an ABI path is in the /ctx projection: the frozen root, a projection, a control or plain files. */
+import { tempTarget } from "../abi/names.ts";
 
 /** The frozen root, in spec order: nothing else exists or can be created at the root. */
 export const ROOT_NAMES = ["status", "bin", "model", "agent", "tool", "home", "shared"] as const;
@@ -89,6 +90,5 @@ export function isTempName(name: string): boolean {
  * src/store/atomic.ts gives `agent/<n>`) names `<n>`; anything else is null.
  */
 export function stagedName(name: string): string | null {
-  const m = name.match(/^\.(.+)\.tmp-[0-9]+-[0-9a-f]+(?:-[0-9]+)?$/);
-  return m ? m[1] : null;
+  return tempTarget(name);
 }

@@ -9,6 +9,9 @@ export type Commit = (
   options: { uid: number; gid: number },
 ) => void;
 
+/** Told of a handle's first refused write: the ABI path, the writer's uid and the rule's error. */
+export type Refused = (abiPath: string, uid: number, err: CtxError) => void;
+
 /** An in-memory temp file in a control directory (`sed -i`'s sedXXXXXX, `.window.tmp-…`). */
 export interface Temp {
   data: Uint8Array;
@@ -91,6 +94,7 @@ export class ControlWriter {
   #append: boolean;
   #commit: Commit;
   #check: Commit;
+  #refused?: Refused;
 
   constructor(
     path: string,
@@ -105,6 +109,8 @@ export class ControlWriter {
       commit: Commit;
       /** Validates only (the same rules, nothing written). */
       check: Commit;
+      /** Told of the first refusal of this handle (a writer sees only the errno). */
+      refused?: Refused;
     },
   ) {
     this.path = path;
@@ -117,6 +123,7 @@ export class ControlWriter {
     this.#append = options.append ?? false;
     this.#commit = options.commit;
     this.#check = options.check;
+    this.#refused = options.refused;
   }
 
   /** WRITE: bytes accepted or -errno (EMSGSIZE past 64 KiB; the rule's errno for final content). */
@@ -180,6 +187,9 @@ export class ControlWriter {
       return 0;
     } catch (e) {
       const err = e instanceof CtxError ? e : toCtxError(e, this.path);
+      // write(2)/close(2) carry only the errno: the rule goes to the daemon log, once a handle.
+      if (this.#refused) this.#refused(this.path, this.uid, err);
+      this.#refused = undefined;
       return -ERRNO[err.errno];
     }
   }

@@ -100,6 +100,7 @@ export class Files {
       append: options.append,
       commit: o.commit,
       check: o.check,
+      refused: o.refused,
     });
   }
 

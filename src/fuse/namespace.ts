@@ -1,6 +1,6 @@
 /** Names: MKDIR/MKNOD/SYMLINK/LINK/UNLINK/RMDIR/RENAME, passthrough in home/shared, temps in control dirs, agents through agents.ts. */
 import { RENAME } from "../abi/fuse.ts";
-import { ERRNO } from "../abi/errno.ts";
+import { ERRNO, toCtxError } from "../abi/errno.ts";
 import * as libc from "../sys/libc.ts";
 import type { At } from "../sys/dir.ts";
 import { putEntry, S } from "./attr.ts";
@@ -171,7 +171,9 @@ export class Namespace {
         try {
           t.o.commit(to, temp.data.slice(0, temp.len), { uid: req.uid, gid: req.gid });
         } catch (e) {
-          return -(E[(e as { errno?: keyof typeof E }).errno ?? "EIO"] ?? E.EIO);
+          const err = toCtxError(e, to);
+          t.o.refused?.(to, req.uid, err); // rename(2) carries only the errno
+          return -(E[err.errno] ?? E.EIO);
         }
       }
       t.temps.delete(from);

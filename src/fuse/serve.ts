@@ -59,6 +59,38 @@ export interface MountHandle {
   stop(): Promise<void>;
 }
 
+/** Refusal lines one uid may add to the daemon log per {@link REFUSAL_WINDOW_MS}; the rest are counted. */
+export const REFUSALS_PER_WINDOW = 10;
+const REFUSAL_WINDOW_MS = 10_000;
+
+/**
+ * Logs why a control write through the mount was refused (write(2) and close(2) carry only the
+ * errno): `cortexfsd: refused uid U write of /ctx/<path>: EINVAL: <rule>`. Bounded per uid, so a
+ * user looping on bad writes cannot fill the log: past the bound the lines are counted and the
+ * count is told with the next line of a later window. No timer: the clock is read on each refusal.
+ */
+export function refusals(log: (line: string) => void, clock: () => number = Date.now) {
+  const seen = new Map<number, { start: number; n: number; dropped: number }>();
+  return (abiPath: string, uid: number, err: { errno: string; message: string }) => {
+    const now = clock();
+    let w = seen.get(uid);
+    if (!w || now - w.start >= REFUSAL_WINDOW_MS) {
+      const dropped = w?.dropped ?? 0;
+      w = { start: now, n: 0, dropped: 0 };
+      seen.set(uid, w);
+      if (dropped) log(`cortexfsd: ${dropped} more refused writes by uid ${uid} not logged`);
+    }
+    if (++w.n > REFUSALS_PER_WINDOW) {
+      w.dropped++;
+      return;
+    }
+    // One line, whatever the rule quotes.
+    // deno-lint-ignore no-control-regex
+    const rule = err.message.replace(/[\x00-\x1f\x7f]/g, " ");
+    log(`cortexfsd: refused uid ${uid} write of /ctx/${abiPath}: ${err.errno}: ${rule}`);
+  };
+}
+
 /** Mounts `/ctx` at `options.mount` and starts serving; throws CtxError EBUSY over a live mount. */
 export function startMount(options: MountServeOptions): MountHandle {
   const log = options.log ?? ((l: string) => console.error(l));
@@ -88,6 +120,7 @@ export function startMount(options: MountServeOptions): MountHandle {
       }),
     commit: (abiPath, bytes, o) => commitControl(root, abiPath, bytes, o),
     check: (abiPath, bytes, o) => checkCommit(root, abiPath, bytes, o),
+    refused: refusals(log),
     controlKind,
     secret: secretControl,
     owner: (abiPath) => objectOwner(root, abiPath),

@@ -6,7 +6,7 @@ import type { At, Dir } from "../sys/dir.ts";
 import { Backing, type Place } from "./backing.ts";
 import { fromStat, outView, putAttr, putEntry, S, virtualAttr } from "./attr.ts";
 import { baseOf, classify, type Kind, parentOf } from "./classify.ts";
-import type { Commit, ControlWriter, Temp } from "./control.ts";
+import type { Commit, ControlWriter, Refused, Temp } from "./control.ts";
 import type { Listing } from "./listing.ts";
 import { join, type Node, Nodes } from "./nodes.ts";
 
@@ -26,6 +26,8 @@ export interface CtxFsOptions {
   commit: Commit;
   /** Applies the same rules as `commit` and writes nothing (judging an open handle's content). */
   check: Commit;
+  /** A control write was refused (once per open handle): the daemon logs the rule it broke. */
+  refused?: Refused;
   /** Whether a control name may be written: "control", "readonly" (EROFS) or "unknown" (EINVAL). */
   controlKind: (abiPath: string) => "control" | "readonly" | "unknown";
   /** Whether a control can hold secrets (`env`): shown 0600 and opened only by its owner and root. */

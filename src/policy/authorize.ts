@@ -1,8 +1,11 @@
-/** The one authority check every execution path calls: controls are re-read on every call. */
-import { CtxError, type Errno, toCtxError } from "../abi/errno.ts";
-import { type AgentDef, loadAgent, loadTool, resolveAgent } from "../store/agent.ts";
-import { resolveTool } from "../tool/resolve.ts";
-import { builtinOf, openNoFollow } from "../tool/open.ts";
+/**
+ * The authority decision as a pure function of facts: Linux mode bits, the `perm` ceiling, the
+ * agent's and the tool's policy. Gathering the facts (reading controls, CTX_PATH lookup, the
+ * nofollow open) is src/tool/authorize.ts; nothing here reads the tree.
+ */
+import type { Errno } from "../abi/errno.ts";
+import type { CtxError } from "../abi/errno.ts";
+import type { AgentDef, ToolDef } from "../store/agent.ts";
 import { type Letter, letterOf } from "./perm.ts";
 import { allows, ruleText } from "./rules.ts";
 
@@ -23,17 +26,6 @@ export interface Request {
 
 /** The authority-bearing agent view authorize() read: the whole definition, parsed fresh. */
 export type AgentControls = AgentDef;
-
-/** Options for {@link authorize}. */
-export interface AuthorizeOptions {
-  /** The view's CTX_PATH when the caller runs inside a view; default: the agent's `path` control (or its default). */
-  ctxPath?: string[];
-  /**
-   * The agent's controls when the caller loaded them for this very call (runTsh does, a moment
-   * earlier); default: loaded now. Never pass controls kept from an earlier call.
-   */
-  agent?: AgentDef;
-}
 
 /** The tool an allow verdict names. */
 export interface AllowedTool {
@@ -64,22 +56,6 @@ function deny(errno: Errno, reason: string): Verdict {
   return { allow: false, errno, reason };
 }
 
-/**
- * Runs `load` (a store loader) where the object is known to exist: a missing required control
- * then means an incomplete object, which denies (EACCES) rather than "no such object".
- */
-function complete<T>(what: string, load: () => T): T {
-  try {
-    return load();
-  } catch (e) {
-    const err = toCtxError(e);
-    if (err.errno !== "ENOENT") throw err;
-    throw new CtxError("EACCES", `${what} is incomplete, authority fails closed: ${err.message}`, {
-      path: err.path,
-    });
-  }
-}
-
 /** True when Linux mode bits give `who` read and execute on a file. */
 function linuxAllows(
   file: { mode: number; uid: number; gid: number },
@@ -103,78 +79,85 @@ export function networkAllowed(agent: Pick<AgentDef, "policy" | "subject">): boo
   });
 }
 
+/** Where the CTX_PATH lookup found the tool (src/tool/resolve.ts `ToolHit`). */
+export interface Hit {
+  path: string;
+  host: string;
+  dir: string;
+}
+
+/** Everything {@link decide} weighs, gathered fresh for one call. */
+export interface Facts {
+  /** The tool name as typed. */
+  tool: string;
+  /** The agent's whole definition, parsed for this call. */
+  agent: AgentDef;
+  /** The CTX_PATH that was searched. */
+  ctxPath: string[];
+  /** The first hit in it, or null. */
+  hit: Hit | null;
+  /** The executable as opened without following symlinks (absent when there was no hit). */
+  opened?: { mode: number; uid: number; gid: number; dev: number; ino: number };
+  /** The built-in its object-runner metadata names. */
+  builtin?: string;
+  /** The tool's `.d/` controls, or why they could not be read (an incomplete tool denies). */
+  controls?: ToolDef | CtxError;
+}
+
 /**
- * Decides whether `request.agent` may execute `request.tool`: CTX_PATH visibility ∩ nofollow
- * executable metadata ∩ Linux mode bits ∩ `perm` ceiling ∩ agent policy ∩ tool policy. Every
- * control is read now, so a change applies to the very next call; nothing here can widen what
- * the mount or Linux allow (the sandbox and the kernel enforce those again).
+ * Decides whether `facts.agent` may execute `facts.tool`: CTX_PATH visibility ∩ nofollow
+ * executable metadata ∩ Linux mode bits ∩ `perm` ceiling ∩ agent policy ∩ tool policy, checked
+ * in that order (the first that fails names the denial). Nothing here can widen what the mount
+ * or Linux allow (the sandbox and the kernel enforce those again).
  */
-export function authorize(request: Request, options: AuthorizeOptions = {}): Verdict {
-  try {
-    // One parser for every control (src/store/agent.ts): the agent must exist (ENOENT), and then
-    // every control of it must be present where required and valid (EACCES, EINVAL).
-    const agent = options.agent ?? (() => {
-      const real = resolveAgent(request.root, request.agent);
-      return complete(
-        `agent "${real}"`,
-        // authority needs no secret: env is the owner's and root's, a tool may run as another uid
-        () => loadAgent(request.root, real, { secrets: false }),
-      );
-    })();
-    const ctxPath = options.ctxPath ?? agent.path;
-    const hit = resolveTool(request.tool, { root: request.root, ctxPath });
-    if (!hit) {
-      return deny("ENOENT", `tool "${request.tool}" not found in CTX_PATH ${ctxPath.join(":")}`);
-    }
-    const opened = openNoFollow(hit.host);
-    if (!linuxAllows(opened, agent)) {
-      return deny(
-        "EACCES",
-        `mode ${opened.mode.toString(8)} of ${hit.path} denies uid ${agent.uid} read+execute`,
-      );
-    }
-    const builtin = builtinOf(opened.head);
-    const letter = letterOf({ name: request.tool, builtin });
-    if (!agent.perm[letter]) {
-      const p = `${agent.perm.r ? "r" : "-"}${agent.perm.w ? "w" : "-"}${agent.perm.x ? "x" : "-"}`;
-      return deny(
-        "EACCES",
-        `perm "${p}" of agent "${agent.name}" lacks "${letter}" for ${request.tool}`,
-      );
-    }
-    const ask = {
-      subject: agent.subject,
-      cls: "tool" as const,
-      object: request.tool,
-      permission: "execute",
-    };
-    if (!allows(agent.policy, ask)) {
-      return deny("EACCES", `agent policy of "${agent.name}" has no "${ruleText(ask)}"`);
-    }
-    // The tool's `.d/` beside the executable that was found: every control parsed fresh.
-    const tool = complete(
-      `tool "${request.tool}"`,
-      () => loadTool(hit.host.slice(0, hit.host.lastIndexOf("/")), request.tool),
-    );
-    if (!allows(tool.policy, ask)) {
-      return deny("EACCES", `tool policy of "${request.tool}" has no "${ruleText(ask)}"`);
-    }
-    return {
-      allow: true,
-      agent,
-      tool: {
-        name: request.tool,
-        ...hit,
-        builtin,
-        letter,
-        schema: tool.schema,
-        dev: opened.dev,
-        ino: opened.ino,
-      },
-      network: networkAllowed(agent),
-    };
-  } catch (e) {
-    const err = toCtxError(e);
-    return deny(err.errno, err.path ? `${err.path}: ${err.message}` : err.message);
+export function decide(facts: Facts): Verdict {
+  const { agent, hit, opened } = facts;
+  if (!hit || !opened) {
+    return deny("ENOENT", `tool "${facts.tool}" not found in CTX_PATH ${facts.ctxPath.join(":")}`);
   }
+  if (!linuxAllows(opened, agent)) {
+    return deny(
+      "EACCES",
+      `mode ${opened.mode.toString(8)} of ${hit.path} denies uid ${agent.uid} read+execute`,
+    );
+  }
+  const letter = letterOf({ name: facts.tool, builtin: facts.builtin });
+  if (!agent.perm[letter]) {
+    const p = `${agent.perm.r ? "r" : "-"}${agent.perm.w ? "w" : "-"}${agent.perm.x ? "x" : "-"}`;
+    return deny(
+      "EACCES",
+      `perm "${p}" of agent "${agent.name}" lacks "${letter}" for ${facts.tool}`,
+    );
+  }
+  const ask = {
+    subject: agent.subject,
+    cls: "tool" as const,
+    object: facts.tool,
+    permission: "execute",
+  };
+  if (!allows(agent.policy, ask)) {
+    return deny("EACCES", `agent policy of "${agent.name}" has no "${ruleText(ask)}"`);
+  }
+  const tool = facts.controls;
+  if (!tool) return deny("EACCES", `tool "${facts.tool}" has no controls`);
+  if (!("policy" in tool)) {
+    return deny(tool.errno, tool.path ? `${tool.path}: ${tool.message}` : tool.message);
+  }
+  if (!allows(tool.policy, ask)) {
+    return deny("EACCES", `tool policy of "${facts.tool}" has no "${ruleText(ask)}"`);
+  }
+  return {
+    allow: true,
+    agent,
+    tool: {
+      name: facts.tool,
+      ...hit,
+      builtin: facts.builtin,
+      letter,
+      schema: tool.schema,
+      dev: opened.dev,
+      ino: opened.ino,
+    },
+    network: networkAllowed(agent),
+  };
 }

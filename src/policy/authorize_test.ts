@@ -1,93 +1,91 @@
-/** authorize() against a real initial tree: each rule of the intersection refuses on its own. */
+/** decide(): the authority decision from facts alone, no tree. */
 import { assertEquals } from "../../tests/assert.ts";
-import { fixture } from "../../tests/tool/fixture.ts";
-import { authorize } from "./authorize.ts";
+import { CtxError } from "../abi/errno.ts";
+import type { AgentDef, ToolDef } from "../store/agent.ts";
+import { decide, type Facts } from "./authorize.ts";
 import { allows } from "./rules.ts";
 import { letterOf } from "./perm.ts";
 
-Deno.test("authorize() allows a granted built-in and names what it checked", async () => {
-  const f = await fixture();
-  try {
-    const v = authorize({ agent: "coder", tool: "fs.read", root: f.root, uid: 0 });
-    if (!v.allow) throw new Error(v.reason);
-    const st = Deno.lstatSync(`${f.root}/tool/fs.read`);
-    assertEquals({ ...v.tool, schema: undefined }, {
-      name: "fs.read",
-      path: "/ctx/tool/fs.read",
-      host: `${f.root}/tool/fs.read`,
-      dir: `${f.root}/tool/fs.read.d`,
-      builtin: "fs.read",
-      letter: "r",
-      schema: undefined,
-      dev: st.dev,
-      ino: st.ino,
-    });
-    assertEquals([v.agent.subject, v.network], ["coder_t", false]);
-  } finally {
-    await f.cleanup();
+const grant = (subject: string, object: string) => ({
+  subject,
+  class: "tool" as const,
+  object,
+  permission: "execute",
+});
+
+function facts(over: Partial<Facts> = {}, agent: Partial<AgentDef> = {}): Facts {
+  return {
+    tool: "fs.read",
+    agent: {
+      name: "coder",
+      uid: 1000,
+      gid: 1000,
+      groups: [],
+      subject: "coder_t",
+      perm: { r: true, w: false, x: false },
+      policy: [grant("coder_t", "fs.read")],
+      ...agent,
+    } as AgentDef, // decide() reads only these fields
+    ctxPath: ["/ctx/tool"],
+    hit: { path: "/ctx/tool/fs.read", host: "/t/tool/fs.read", dir: "/t/tool/fs.read.d" },
+    opened: { mode: 0o755, uid: 0, gid: 0, dev: 1, ino: 2 },
+    builtin: "fs.read",
+    controls: {
+      policy: [grant("coder_t", "fs.read")],
+      schema: { type: "object" },
+    } as unknown as ToolDef,
+    ...over,
+  };
+}
+
+Deno.test("decide() allows when every check passes and names what it checked", () => {
+  const v = decide(facts());
+  assertEquals(v.allow, true);
+  if (v.allow) {
+    assertEquals([v.tool.letter, v.tool.builtin, v.tool.ino, v.network], [
+      "r",
+      "fs.read",
+      2,
+      false,
+    ]);
   }
 });
 
-Deno.test("authorize() denies: unknown agent, unknown tool, malformed policy, missing perm", async () => {
-  const f = await fixture();
-  try {
-    const ask = (agent: string, tool: string) => authorize({ agent, tool, root: f.root, uid: 0 });
-    assertEquals(ask("nobody", "fs.read"), {
-      allow: false,
-      errno: "ENOENT",
-      reason: 'agent/nobody.d: no agent "nobody"',
-    });
-    assertEquals(ask("coder", "nope"), {
-      allow: false,
-      errno: "ENOENT",
-      reason: 'tool "nope" not found in CTX_PATH /ctx/tool:/ctx/home/0/tool',
-    });
-    f.set("policy", "allow coder_t file:x read\n");
-    const bad = ask("coder", "fs.read");
-    assertEquals(bad.allow ? "" : bad.errno, "EINVAL");
-    f.set("policy", "allow coder_t tool:fs.read execute\n");
-    Deno.removeSync(`${f.root}/agent/coder.d/perm`);
-    assertEquals(ask("coder", "fs.read"), {
-      allow: false,
-      errno: "EACCES",
-      reason:
-        `${f.root}/agent/coder.d/perm: agent "coder" is incomplete, authority fails closed: ` +
-        `required control "perm" is missing`,
-    });
-  } finally {
-    await f.cleanup();
-  }
-});
-
-Deno.test("authorize() parses through the store loaders: every agent and tool control is checked, aliases resolve", async () => {
-  const f = await fixture();
-  try {
-    const ask = (agent = "coder") => authorize({ agent, tool: "fs.read", root: f.root, uid: 0 });
-    // Controls the old private reader never looked at are parsed too: a bad one denies.
-    f.set("tools", "fs.read\nfs.read\n");
-    const dup = ask();
-    assertEquals(dup.allow ? "" : dup.errno, "EINVAL");
-    f.set("tools", "");
-    // An agent alias is the agent it names (loadAgent resolves it).
-    Deno.symlinkSync("coder", `${f.root}/agent/main`);
-    const viaAlias = ask("main");
-    assertEquals(viaAlias.allow ? viaAlias.agent.name : viaAlias.reason, "coder");
-    // The tool's .d/ is loaded whole: a missing required control denies, fail closed.
-    Deno.removeSync(`${f.root}/tool/fs.read.d/cap`);
-    assertEquals(ask(), {
-      allow: false,
-      errno: "EACCES",
-      reason: `${f.root}/tool/fs.read.d/cap: tool "fs.read" is incomplete, authority fails ` +
-        `closed: required control "cap" is missing`,
-    });
-    // Its name control must name it.
-    Deno.writeTextFileSync(`${f.root}/tool/fs.read.d/cap`, "");
-    Deno.writeTextFileSync(`${f.root}/tool/fs.read.d/name`, "fs.list\n");
-    const named = ask();
-    assertEquals(named.allow ? "" : named.errno, "EINVAL");
-  } finally {
-    await f.cleanup();
-  }
+Deno.test("decide() denies in order, each check on its own", () => {
+  const why = (f: Facts) => {
+    const v = decide(f);
+    return v.allow ? "allow" : `${v.errno} ${v.reason}`;
+  };
+  assertEquals(
+    why(facts({ hit: null, opened: undefined })).startsWith('ENOENT tool "fs.read"'),
+    true,
+  );
+  assertEquals(
+    why(facts({ opened: { mode: 0o700, uid: 0, gid: 0, dev: 1, ino: 2 } })).includes("mode 700"),
+    true,
+  );
+  assertEquals(
+    why(facts({}, { perm: { r: false, w: true, x: true } })).includes('lacks "r"'),
+    true,
+  );
+  // an executable that merely calls itself fs.read is not the built-in: it needs x
+  assertEquals(why(facts({ builtin: undefined })).includes('lacks "x"'), true);
+  assertEquals(why(facts({}, { policy: [] })).includes("agent policy"), true);
+  assertEquals(
+    why(facts({ controls: new CtxError("EACCES", "incomplete", { path: "/t/tool/fs.read.d" }) })),
+    "EACCES /t/tool/fs.read.d: incomplete",
+  );
+  // the agent policy is weighed before the tool's controls: its denial wins
+  assertEquals(
+    why(facts({ controls: new CtxError("EINVAL", "bad policy") }, { policy: [] })).includes(
+      "agent policy",
+    ),
+    true,
+  );
+  assertEquals(
+    why(facts({ controls: { policy: [] } as unknown as ToolDef })).includes("tool policy"),
+    true,
+  );
 });
 
 Deno.test("policy v0 matches exactly: no globs, no prefix matches", () => {

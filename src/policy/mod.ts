@@ -1,9 +1,10 @@
-/** The public face of src/policy: policy v0 evaluation, the perm ceiling and authorize(). */
+/** The public face of src/policy: policy v0 evaluation, the perm ceiling and the pure authority decision. */
 export {
   type AgentControls,
   type AllowedTool,
-  authorize,
-  type AuthorizeOptions,
+  decide,
+  type Facts,
+  type Hit,
   networkAllowed,
   type Request,
   type Verdict,

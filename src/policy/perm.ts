@@ -1,5 +1,5 @@
 /** The `perm` ceiling: which letter (r, w, x) a tool consumes. tsh itself consumes none. */
-import { BUILTIN_TOOLS } from "../tool/builtin.ts";
+import { BUILTIN_TOOLS } from "../abi/builtin.ts";
 
 /** A perm letter. */
 export type Letter = "r" | "w" | "x";

@@ -1,6 +1,7 @@
 /** One listener per agent definition: socket file, alias symlink, peer credentials, frame dispatch. */
 import net from "node:net";
 import { CtxError, toCtxError } from "../abi/errno.ts";
+import { tempName } from "../abi/names.ts";
 import { openDir } from "../sandbox/workspace.ts";
 import { encodeFrame, OPS, request } from "../abi/frames.ts";
 import { ensureDir } from "../store/atomic.ts";
@@ -49,7 +50,7 @@ function refuse(socket: net.Socket, frame: unknown): void {
 /** Points `agent/<name>.sock` in the tree at the live socket (symlink to a temp name + rename). */
 export function linkAlias(root: string, name: string, target: string): void {
   const alias = `${root}/agent/${name}.sock`;
-  const tmp = `${root}/agent/.${name}.sock.tmp-${Deno.pid}`;
+  const tmp = `${root}/agent/${tempName(`${name}.sock`)}`;
   try {
     Deno.removeSync(tmp);
   } catch { /* none left over */ }

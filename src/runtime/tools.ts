@@ -1,4 +1,5 @@
 /** The runtime's side of the tool path: every call goes through `runTsh` (authority, approval, sandbox). */
+import { isTshBuiltin } from "../abi/builtin.ts";
 import { type Prepared, type RunOptions, runTsh, type ToolResult } from "../tool/mod.ts";
 
 export type { Prepared, ToolResult };
@@ -31,23 +32,7 @@ export interface ToolHost {
 /** The real tool path (src/tool's sandboxed tsh). */
 export const TOOL_HOST: ToolHost = { runTsh: (args, options) => runTsh(args, options) };
 
-/** tsh built-ins that run no tool (nothing to authorize or approve). */
-export const TSH_BUILTINS = new Set([
-  "help",
-  "tools",
-  "which",
-  "type",
-  "command",
-  "load",
-  "unload",
-  "loads",
-  "pin",
-  "unpin",
-  "pins",
-  "exit",
-]);
-
 /** The tool a tsh argv would execute, or undefined for a built-in. */
 export function toolOfArgs(args: string[]): string | undefined {
-  return args.length === 0 || TSH_BUILTINS.has(args[0]) ? undefined : args[0];
+  return args.length === 0 || isTshBuiltin(args[0]) ? undefined : args[0];
 }

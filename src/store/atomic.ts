@@ -1,5 +1,6 @@
 /** The one atomic-replace helper: temp file in the same directory, fsync, rename, directory fsync. */
 import { CtxError, errnoName, toCtxError } from "../abi/errno.ts";
+import { tempName } from "../abi/names.ts";
 import { canWriteNew, syncDirectory, writeNew } from "../sys/newfile.ts";
 
 /** Options for {@link replaceFile}. */
@@ -32,7 +33,7 @@ function baseOf(path: string): string {
 export function syncDir(dir: string): void {
   if (canWriteNew()) {
     const err = syncDirectory(dir);
-    if (err !== 0) throw new CtxError(errnoName(err), "cannot fsync the directory", { path: dir });
+    if (err < 0) throw new CtxError(errnoName(-err), "cannot fsync the directory", { path: dir });
     return;
   }
   const f = Deno.openSync(dir, { read: true });
@@ -45,8 +46,7 @@ export function syncDir(dir: string): void {
 
 /** A temp name beside `path` that other writers and readers never collide with. */
 export function tempPath(path: string): string {
-  const nonce = crypto.getRandomValues(new Uint32Array(1))[0].toString(16);
-  return `${dirOf(path)}/.${baseOf(path)}.tmp-${Deno.pid}-${nonce}`;
+  return `${dirOf(path)}/${tempName(baseOf(path))}`;
 }
 
 /**
@@ -77,7 +77,7 @@ export function replaceFile(
       // With FFI (cortexfsd, ctx): owner and mode are set on the descriptor, never by path.
       const uidGid = uid !== undefined && gid !== undefined ? { uid, gid } : {};
       const err = writeNew(tmp, bytes, { mode: mode ?? 0o644, ...uidGid, sync });
-      if (err !== 0) throw new CtxError(errnoName(err), `cannot write ${tmp}`, { path });
+      if (err < 0) throw new CtxError(errnoName(-err), `cannot write ${tmp}`, { path });
       Deno.renameSync(tmp, path);
       if (sync) syncDir(dirOf(path));
       return;

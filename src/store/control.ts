@@ -15,6 +15,7 @@ import {
   toCtxError,
   type Window,
 } from "../abi/mod.ts";
+import { tempTarget } from "../abi/names.ts";
 import { asUser, type FsId } from "../sys/fsid.ts";
 import { replaceFile } from "./atomic.ts";
 import { readControl, resolveModel } from "./agent.ts";
@@ -72,8 +73,7 @@ export function classify(abiPath: string): ControlRef | null {
  * `.window.tmp-123-9f3a-1` (with an attempt number) name `window`; anything else is null.
  */
 export function tempControl(name: string): string | null {
-  const m = name.match(/^\.(.+)\.tmp-[0-9]+-[0-9a-f]+(?:-[0-9]+)?$/);
-  return m ? m[1] : null;
+  return tempTarget(name);
 }
 
 /** Identity and subject controls: a non-root owner may not widen who the agent runs as. */

@@ -1,5 +1,6 @@
 /** Storage generations: build the next tree beside the current one, then switch `current` atomically. */
 import { CtxError, toCtxError } from "../abi/errno.ts";
+import { tempName } from "../abi/names.ts";
 import { ensureDir, syncDir } from "./atomic.ts";
 import { readBootstrap, writeBootstrap } from "./bootstrap.ts";
 import { cloneTree } from "./clone.ts";
@@ -63,10 +64,6 @@ export interface UpdateReport {
 const GEN_NAME = /^[1-9][0-9]{0,9}$/;
 const GEN_TEMP = /^\.[1-9][0-9]{0,9}\.tmp-/;
 const CURRENT_TEMP = /^\.current\.tmp-/;
-
-function nonce(): string {
-  return crypto.getRandomValues(new Uint32Array(1))[0].toString(16);
-}
 
 /** The name (`"3"`) of the generation `current` points to, or null on an empty storage root. */
 export function currentName(storage: string): string | null {
@@ -257,7 +254,7 @@ function build(
   const stage = p.options.onStage ?? (() => {});
   const gens = `${storage}/generations`;
   ensureDir(gens, 0o755);
-  const tmp = `${gens}/.${p.next}.tmp-${Deno.pid}-${nonce()}`;
+  const tmp = `${gens}/${tempName(p.next)}`;
   const final = `${gens}/${p.next}`;
   let renamed = false, switched = false;
   try {
@@ -311,7 +308,7 @@ function build(
     Deno.renameSync(tmp, final);
     renamed = true;
     syncDir(gens);
-    const link = `${storage}/.current.tmp-${Deno.pid}-${nonce()}`;
+    const link = `${storage}/${tempName("current")}`;
     Deno.symlinkSync(`generations/${p.next}`, link);
     stage("switch");
     Deno.renameSync(link, `${storage}/current`);

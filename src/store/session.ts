@@ -1,6 +1,7 @@
 /** Durable session directories: history files, state/meta/latest, and the session index files. */
 import { CtxError, toCtxError } from "../abi/errno.ts";
 import type { Scope } from "../abi/frames.ts";
+import { tempName } from "../abi/names.ts";
 import { asUser, currentFsId } from "../sys/fsid.ts";
 import { replaceFile, syncDir, tempPath } from "./atomic.ts";
 import { GroupCommit } from "./commit.ts";
@@ -263,7 +264,7 @@ export function openSession(ref: SessionRef, options: { model?: string } = {}): 
 function create(ref: SessionRef, model: string): boolean {
   const mode = FILE_MODE[ref.scope];
   // Build in a temp dir and rename: a half-made session is never visible under its name.
-  const tmp = `${ref.base}/.${ref.session}.tmp-${Deno.pid}-${crypto.randomUUID().slice(0, 8)}`;
+  const tmp = `${ref.base}/${tempName(ref.session)}`;
   Deno.mkdirSync(tmp, { mode: DIR_MODE[ref.scope] });
   Deno.chmodSync(tmp, DIR_MODE[ref.scope]);
   const opts = { mode, uid: ref.uid, gid: ref.gid };

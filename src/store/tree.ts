@@ -1,7 +1,7 @@
 /** The tree's shape by migration: the initial tree (v1: root, model, tools, default agent), tsh's config (v2). */
 import { CtxError, toCtxError } from "../abi/errno.ts";
-import { BUILTIN_TOOLS, toolEntry, toolPolicy } from "../tool/builtin.ts";
-import { parseTshConfig } from "../tool/config.ts";
+import { BUILTIN_TOOLS, toolEntry, toolPolicy } from "../abi/builtin.ts";
+import { parseTshConfig } from "../abi/tshconfig.ts";
 import { ensureDir, replaceFile, syncDir } from "./atomic.ts";
 import { asOwner, ensureAgentHome, mkdirOnce } from "./session.ts";
 

@@ -1,14 +1,14 @@
 /** Whole-tree validation of a generation: the frozen root, object pairs, every control's format. */
 import { parseTshConfig } from "../abi/tshconfig.ts";
 import { CtxError } from "../abi/errno.ts";
-import { checkName } from "../abi/names.ts";
+import { checkName, TEMP_NAME } from "../abi/names.ts";
 import { AGENT_CONTROLS, MODEL_CONTROLS, TOOL_CONTROLS } from "../abi/controls.ts";
 import { checkControl } from "./control.ts";
 import { BOOTSTRAP_PATH, readBootstrap } from "./bootstrap.ts";
 import { ROOT_ENTRIES } from "./tree.ts";
 
 /** Names left by an interrupted atomic replace (`.<name>.tmp-<pid>-<nonce>`): never objects. */
-export const TEMP_NAME = /^\..+\.tmp-/;
+export { TEMP_NAME };
 
 /** Options for {@link treeProblems}. */
 export interface ValidateOptions {

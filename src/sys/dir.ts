@@ -1,4 +1,6 @@
 /** A directory fd and the *at(2) calls on names in it: the backing tree of a mount, never walked through a symlink. */
+import { ARCH } from "./arch.ts";
+import { libc, ret } from "./ffi.ts";
 import { close, errno, fstat, O, open, type Stat, statAt } from "./libc.ts";
 
 // Relative walks are the point: a stat of `home/0/d/f` from the generation's fd walks 4 components,
@@ -6,71 +8,21 @@ import { close, errno, fstat, O, open, type Stat, statAt } from "./libc.ts";
 // against 1.43 us per lstat over 10,000 files, the largest single cost of a LOOKUP or GETATTR.
 // Walking a whole relative path with fstatat would follow a symlink in any component, so callers
 // hold directory fds from `beneath()` (cached in src/fuse/backing.ts) and name one component.
-const lib = Deno.dlopen("libc.so.6", {
-  openat: { parameters: ["i32", "buffer", "i32", "u32"], result: "i32" },
-  mkdirat: { parameters: ["i32", "buffer", "u32"], result: "i32" },
-  mknodat: { parameters: ["i32", "buffer", "u32", "u64"], result: "i32" },
-  unlinkat: { parameters: ["i32", "buffer", "i32"], result: "i32" },
-  renameat2: { parameters: ["i32", "buffer", "i32", "buffer", "u32"], result: "i32" },
-  symlinkat: { parameters: ["buffer", "i32", "buffer"], result: "i32" },
-  readlinkat: { parameters: ["i32", "buffer", "buffer", "usize"], result: "i32" },
-  linkat: { parameters: ["i32", "buffer", "i32", "buffer", "i32"], result: "i32" },
-  fchmodat: { parameters: ["i32", "buffer", "u32", "i32"], result: "i32" },
-  fchownat: { parameters: ["i32", "buffer", "u32", "u32", "i32"], result: "i32" },
-  utimensat: { parameters: ["i32", "buffer", "buffer", "i32"], result: "i32" },
-  fstatvfs: { parameters: ["i32", "buffer"], result: "i32" },
-  ftruncate: { parameters: ["i32", "i64"], result: "i32" },
-  getdents64: { parameters: ["i32", "buffer", "usize"], result: "i32" },
-  // The *xattrat(2) calls (Linux 6.13) have no glibc wrapper either: raw system calls, as below.
-  setxattrat: {
-    name: "syscall",
-    parameters: ["i64", "i32", "buffer", "u32", "buffer", "buffer", "usize"],
-    result: "i32",
-  },
-  getxattrat: {
-    name: "syscall",
-    parameters: ["i64", "i32", "buffer", "u32", "buffer", "buffer", "usize"],
-    result: "i32",
-  },
-  listxattrat: {
-    name: "syscall",
-    parameters: ["i64", "i32", "buffer", "u32", "buffer", "usize"],
-    result: "i32",
-  },
-  removexattrat: {
-    name: "syscall",
-    parameters: ["i64", "i32", "buffer", "u32", "buffer"],
-    result: "i32",
-  },
-  // openat2(2) has no glibc wrapper: the raw system call (variadic in C; glibc's syscall() only
-  // moves registers, so a fixed signature is sound). The result is an fd or -1: i32 suffices.
-  openat2: {
-    name: "syscall",
-    parameters: ["i64", "i32", "buffer", "buffer", "usize"],
-    result: "i32",
-  },
-});
-const sym = lib.symbols;
+const sym = libc();
 const NOFOLLOW = 0x100; // AT_SYMLINK_NOFOLLOW
 const REMOVEDIR = 0x200; // AT_REMOVEDIR
 const SYMLINK_FOLLOW = 0x400; // AT_SYMLINK_FOLLOW
 const AT_FDCWD = -100;
-const SYS_OPENAT2: Record<string, bigint> = { x86_64: 437n, aarch64: 437n };
-// setxattrat, getxattrat, listxattrat, removexattrat: one number on every architecture (6.13+)
-const SYS_XATTRAT = { set: 463n, get: 464n, list: 465n, remove: 466n } as const;
+// openat2(2) and the *xattrat(2) calls (Linux 6.13) have no glibc 2.36 wrapper: raw system calls.
+const SYS = ARCH.SYS;
 /** XATTR_SIZE_MAX and XATTR_LIST_MAX (linux/limits.h): no value or list is longer. */
 export const XATTR_MAX = 65536;
-const O_PATH = 0o10000000;
 /** RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH (linux/openat2.h). */
 const RESOLVE = 0x02n | 0x04n | 0x08n;
 // struct open_how { u64 flags; u64 mode; u64 resolve; }: the same request every time.
-const how = new BigUint64Array([BigInt(O_PATH | O.DIRECTORY | O.CLOEXEC), 0n, RESOLVE]);
+const how = new BigUint64Array([BigInt(O.PATH | O.DIRECTORY | O.CLOEXEC), 0n, RESOLVE]);
 const howBytes = new Uint8Array(how.buffer);
 const HOW_SIZE = BigInt(howBytes.length);
-
-function ret(r: number): number {
-  return r < 0 ? -errno() : r;
-}
 
 /**
  * A name in an open directory: what every backing call takes. `fd` is a directory reached without
@@ -131,17 +83,13 @@ const LINK_SIZE = BigInt(linkBuf.length);
 export class Dir {
   /** The directory's fd (close-on-exec). */
   readonly fd: number;
-  readonly #arch: bigint;
 
   /** Opens `path` (absolute) as a directory; throws when it cannot. */
   constructor(path: string) {
     const enc = new TextEncoder();
     const fd = open(enc.encode(path + "\0"), O.RDONLY | O.DIRECTORY);
     if (fd < 0) throw new Error(`cannot open directory ${path}: errno ${-fd}`);
-    const nr = SYS_OPENAT2[Deno.build.arch];
-    if (nr === undefined) throw new Error(`no openat2 system call number for ${Deno.build.arch}`);
     this.fd = fd;
-    this.#arch = nr;
   }
 
   /**
@@ -150,7 +98,7 @@ export class Dir {
    * The caller closes it.
    */
   beneath(path: Uint8Array): number {
-    return ret(sym.openat2(this.#arch, this.fd, path, howBytes, HOW_SIZE));
+    return ret(sym.sys_openat2(SYS.openat2, this.fd, path, howBytes, HOW_SIZE));
   }
 
   /** fstatat(2) of the name itself (AT_SYMLINK_NOFOLLOW): the shared Stat or -errno. */
@@ -240,12 +188,14 @@ export class Dir {
     xargsView.setUint32(8, options.probe ? 0 : XATTR_MAX, true);
     xargsView.setUint32(12, 0, true);
     return ret(
-      sym.getxattrat(SYS_XATTRAT.get, at.fd, at.name, NOFOLLOW, name, xargsBytes, XARGS_SIZE),
+      sym.sys_getxattrat(SYS.getxattrat, at.fd, at.name, NOFOLLOW, name, xargsBytes, XARGS_SIZE),
     );
   }
   /** listxattr of the name itself (listxattrat AT_SYMLINK_NOFOLLOW) into {@link xattrBuf}: its length or -errno. */
   listxattr(at: At): number {
-    return ret(sym.listxattrat(SYS_XATTRAT.list, at.fd, at.name, NOFOLLOW, xattrBuf, XATTR_MAX_N));
+    return ret(
+      sym.sys_listxattrat(SYS.listxattrat, at.fd, at.name, NOFOLLOW, xattrBuf, XATTR_MAX_N),
+    );
   }
   /** setxattr of `name` to `value` (flags XATTR_CREATE=1 / XATTR_REPLACE=2) on the name itself: 0 or -errno. */
   setxattr(at: At, name: Uint8Array, value: Uint8Array, flags: number): number {
@@ -253,8 +203,8 @@ export class Dir {
     xargs[0] = BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(copy)));
     xargsView.setUint32(8, copy.length, true);
     xargsView.setUint32(12, flags, true);
-    const r = sym.setxattrat(
-      SYS_XATTRAT.set,
+    const r = sym.sys_setxattrat(
+      SYS.setxattrat,
       at.fd,
       at.name,
       NOFOLLOW,
@@ -266,7 +216,7 @@ export class Dir {
   }
   /** removexattr of `name` on the name itself: 0 or -errno. */
   removexattr(at: At, name: Uint8Array): number {
-    return ret(sym.removexattrat(SYS_XATTRAT.remove, at.fd, at.name, NOFOLLOW, name));
+    return ret(sym.sys_removexattrat(SYS.removexattrat, at.fd, at.name, NOFOLLOW, name));
   }
   /** fstatvfs(3) of the tree's file system: its counters or -errno. */
   statvfs(): StatVfs | number {

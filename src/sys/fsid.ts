@@ -1,5 +1,7 @@
 /** Acting as a user on the filesystem: per-thread fsuid/fsgid/groups around a synchronous block. */
 import { CtxError } from "../abi/errno.ts";
+import { ARCH } from "./arch.ts";
+import { libc } from "./ffi.ts";
 
 /** A filesystem identity: the uid, gid and supplementary groups path checks are made with. */
 export interface FsId {
@@ -9,41 +11,18 @@ export interface FsId {
   groups?: readonly number[];
 }
 
-type Libc = {
-  symbols: {
-    setfsuid(uid: number): number;
-    setfsgid(gid: number): number;
-    getgroups(size: number, list: Uint8Array): number;
-    syscall(nr: bigint, a: bigint, b: Uint8Array): bigint;
-  };
-};
-
 // setgroups(2) through glibc changes every thread (a signal broadcast); the raw system call
 // changes only the calling one, which is what a per-thread identity needs.
-const SYS_SETGROUPS: Record<string, bigint> = { x86_64: 116n, aarch64: 159n };
 const QUERY = 0xffffffff; // an invalid id: set*id fails and returns the current value
-
-let lib: Libc | undefined;
-
-function libc(): Libc {
-  lib ??= Deno.dlopen("libc.so.6", {
-    setfsuid: { parameters: ["u32"], result: "i32" },
-    setfsgid: { parameters: ["u32"], result: "i32" },
-    getgroups: { parameters: ["i32", "buffer"], result: "i32" },
-    // Variadic in C; glibc's syscall() only moves registers, so a fixed signature is sound.
-    syscall: { parameters: ["i64", "i64", "buffer"], result: "i64" },
-  }) as unknown as Libc;
-  return lib;
-}
 
 /** The calling thread's current fsuid and fsgid. */
 export function currentFsId(): { uid: number; gid: number } {
-  const s = libc().symbols;
+  const s = libc();
   return { uid: s.setfsuid(QUERY) >>> 0, gid: s.setfsgid(QUERY) >>> 0 };
 }
 
 function getGroups(): number[] {
-  const s = libc().symbols;
+  const s = libc();
   const count = s.getgroups(0, new Uint8Array(0));
   const buf = new Uint32Array(Math.max(count, 1));
   const n = count > 0 ? s.getgroups(count, new Uint8Array(buf.buffer)) : count;
@@ -52,12 +31,12 @@ function getGroups(): number[] {
 }
 
 function setGroups(groups: readonly number[]): void {
-  const nr = SYS_SETGROUPS[Deno.build.arch];
-  if (nr === undefined) {
-    throw new CtxError("ENOTSUP", `no setgroups system call number for ${Deno.build.arch}`);
-  }
   const list = new Uint32Array(groups.length ? groups : [0]);
-  const r = libc().symbols.syscall(nr, BigInt(groups.length), new Uint8Array(list.buffer));
+  const r = libc().sys_setgroups(
+    ARCH.SYS.setgroups,
+    BigInt(groups.length),
+    new Uint8Array(list.buffer),
+  );
   if (r !== 0n) {
     throw new CtxError("EPERM", `setgroups(${groups.join(",")}) failed on this thread`);
   }
@@ -70,7 +49,7 @@ function same(a: readonly number[], b: readonly number[]): boolean {
 }
 
 function switchTo(id: FsId, groups: readonly number[], now: readonly number[]): void {
-  const s = libc().symbols;
+  const s = libc();
   // Groups first: once the fsuid is not 0 the thread keeps CAP_SETGID, but be minimal anyway.
   if (!same(groups, now)) setGroups(groups);
   s.setfsgid(id.gid);
@@ -114,7 +93,7 @@ export function asUser<T>(id: FsId, fn: () => T): T {
 }
 
 function restore(prev: { uid: number; gid: number }, groups: number[], now: readonly number[]) {
-  const s = libc().symbols;
+  const s = libc();
   s.setfsuid(prev.uid);
   s.setfsgid(prev.gid);
   if (!same(groups, now)) setGroups(groups);

@@ -1,47 +1,13 @@
-/** The libc symbols CortexFS calls through FFI, with errno captured right after each synchronous call. */
+/** libc calls on fds and absolute paths as small wrappers: a value or -errno (the symbols: ffi.ts). */
+import { ARCH } from "./arch.ts";
+import { errno, libc, ret } from "./ffi.ts";
+
+export { errno };
 
 const enc = new TextEncoder();
 
-// Byte counts here never reach 2 GiB (reads and writes are at most 1 MiB + 64 KiB), so sized results
-// are declared i32: an i32 comes back as a number, an isize as a BigInt that costs an allocation.
-const lib = Deno.dlopen("libc.so.6", {
-  __errno_location: { parameters: [], result: "pointer" },
-  open: { parameters: ["buffer", "i32", "u32"], result: "i32" },
-  close: { parameters: ["i32"], result: "i32" },
-  read: { parameters: ["i32", "buffer", "usize"], result: "i32" },
-  write: { parameters: ["i32", "buffer", "usize"], result: "i32" },
-  pread: { parameters: ["i32", "buffer", "usize", "i64"], result: "i32" },
-  pwrite: { parameters: ["i32", "buffer", "usize", "i64"], result: "i32" },
-  poll: { parameters: ["buffer", "u64", "i32"], result: "i32", nonblocking: true },
-  poll_sync: { name: "poll", parameters: ["buffer", "u64", "i32"], result: "i32" },
-  fstatat: { parameters: ["i32", "buffer", "buffer", "i32"], result: "i32" },
-  fstat: { parameters: ["i32", "buffer"], result: "i32" },
-  ftruncate: { parameters: ["i32", "i64"], result: "i32" },
-  fchown: { parameters: ["i32", "u32", "u32"], result: "i32" },
-  fchmod: { parameters: ["i32", "u32"], result: "i32" },
-  fremovexattr: { parameters: ["i32", "buffer"], result: "i32" },
-  fallocate: { parameters: ["i32", "i32", "i64", "i64"], result: "i32" },
-  lseek: { parameters: ["i32", "i64", "i32"], result: "i64" },
-  futimens: { parameters: ["i32", "buffer"], result: "i32" },
-  fsync: { parameters: ["i32"], result: "i32" },
-  fsync_async: { name: "fsync", parameters: ["i32"], result: "i32", nonblocking: true },
-  fdatasync: { parameters: ["i32"], result: "i32" },
-  mount: { parameters: ["buffer", "buffer", "buffer", "u64", "buffer"], result: "i32" },
-  umount2: { parameters: ["buffer", "i32"], result: "i32" },
-  umount2_async: {
-    name: "umount2",
-    parameters: ["buffer", "i32"],
-    result: "i32",
-    nonblocking: true,
-  },
-  umask: { parameters: ["u32"], result: "u32" },
-  unshare: { parameters: ["i32"], result: "i32" },
-  socketpair: { parameters: ["i32", "i32", "i32", "buffer"], result: "i32" },
-  recvmsg: { parameters: ["i32", "buffer", "i32"], result: "i32" },
-  fcntl: { parameters: ["i32", "i32", "i32"], result: "i32" },
-});
-
-const sym = lib.symbols;
+// The FUSE loop and the store call these on every request: bind the table once, at load.
+const sym = libc();
 /**
  * A 64-bit parameter as the bigint Deno's FFI types ask for. Passing a plain number also works at
  * run time but takes FFI's slow path: measured at about 0.2 us more per call than `BigInt(n)`,
@@ -50,15 +16,6 @@ const sym = lib.symbols;
 const n64 = (n: number) => BigInt(n);
 /** Sizes used on every request, converted once. */
 const ONE = 1n;
-const errnoPtr = sym.__errno_location();
-// errno lives at a fixed address per thread; every synchronous call runs on this (the JS) thread.
-const errnoView = new Deno.UnsafePointerView(errnoPtr ?? Deno.UnsafePointer.create(0n)!);
-
-/** The calling thread's errno; read it right after the synchronous call that failed. */
-export function errno(): number {
-  return errnoView.getInt32(0);
-}
-
 const scratch = new Uint8Array(3 * 4096 + 1);
 /**
  * A NUL-terminated copy of `s` for passing to libc, in a buffer of its own exact size: a view
@@ -71,30 +28,8 @@ export function cstr(s: string): Uint8Array {
   return scratch.slice(0, written + 1);
 }
 
-/** `r` when non-negative, else -errno: the one failure convention of this module. */
-function ret(r: number): number {
-  return r < 0 ? -errno() : r;
-}
-
-/** Flags of open(2) on Linux x86_64. */
-export const O = {
-  RDONLY: 0,
-  WRONLY: 1,
-  RDWR: 2,
-  ACCMODE: 3,
-  CREAT: 0o100,
-  EXCL: 0o200,
-  NOCTTY: 0o400,
-  TRUNC: 0o1000,
-  APPEND: 0o2000,
-  NONBLOCK: 0o4000,
-  DIRECTORY: 0o200000,
-  NOFOLLOW: 0o400000,
-  CLOEXEC: 0o2000000,
-  PATH: 0o10000000,
-  /** O_TMPFILE (includes O_DIRECTORY). */
-  TMPFILE: 0o20200000,
-} as const;
+/** Flags of open(2) on this architecture (src/sys/arch.ts). */
+export const O = ARCH.O;
 
 /** `AT_FDCWD`. */
 export const AT_FDCWD = -100;
@@ -171,7 +106,7 @@ export function peerGone(fd: number): boolean {
   return n > 0 && (syncPollView.getInt16(6, true) & 0x18) !== 0; // POLLHUP | POLLERR
 }
 
-/** A decoded `struct stat` (x86_64 layout, 144 bytes). */
+/** A decoded `struct stat` (this architecture's layout: src/sys/arch.ts). */
 export interface Stat {
   dev: number;
   ino: number;
@@ -191,7 +126,8 @@ export interface Stat {
   ctimensec: number;
 }
 
-const statBuf = new Uint8Array(144);
+const L = ARCH.STAT;
+const statBuf = new Uint8Array(L.size);
 const statView = new DataView(statBuf.buffer);
 function u64(o: number): number {
   return statView.getUint32(o, true) + statView.getUint32(o + 4, true) * 0x1_0000_0000;
@@ -220,22 +156,22 @@ const shared: Stat = {
 };
 function decodeStat(): Stat {
   const s = shared;
-  s.dev = u64(0);
-  s.ino = u64(8);
-  s.nlink = u64(16);
-  s.mode = statView.getUint32(24, true);
-  s.uid = statView.getUint32(28, true);
-  s.gid = statView.getUint32(32, true);
-  s.rdev = u64(40);
-  s.size = i64(48);
-  s.blksize = i64(56);
-  s.blocks = i64(64);
-  s.atime = i64(72);
-  s.atimensec = u64(80);
-  s.mtime = i64(88);
-  s.mtimensec = u64(96);
-  s.ctime = i64(104);
-  s.ctimensec = u64(112);
+  s.dev = u64(L.dev);
+  s.ino = u64(L.ino);
+  s.nlink = L.nlinkBytes === 8 ? u64(L.nlink) : statView.getUint32(L.nlink, true);
+  s.mode = statView.getUint32(L.mode, true);
+  s.uid = statView.getUint32(L.uid, true);
+  s.gid = statView.getUint32(L.gid, true);
+  s.rdev = u64(L.rdev);
+  s.size = i64(L.size_);
+  s.blksize = statView.getInt32(L.blksize, true); // i64 on x86_64, i32 on aarch64: low word
+  s.blocks = i64(L.blocks);
+  s.atime = i64(L.atime);
+  s.atimensec = u64(L.atime + 8);
+  s.mtime = i64(L.mtime);
+  s.mtimensec = u64(L.mtime + 8);
+  s.ctime = i64(L.ctime);
+  s.ctimensec = u64(L.ctime + 8);
   return s;
 }
 

@@ -1,49 +1,14 @@
-/** Socket calls Deno lacks: SO_PEERCRED, SO_PEERPIDFD, pidfd liveness, FD_CLOEXEC (own libc dlopen). */
+/** Socket calls Deno lacks: SO_PEERCRED, SO_PEERPIDFD, pidfd liveness, FD_CLOEXEC. */
 import { CtxError, errnoName } from "../abi/errno.ts";
+import { ARCH } from "./arch.ts";
+import { errno, libc } from "./ffi.ts";
 
 const SOL_SOCKET = 1;
 const SO_PEERCRED = 17;
 const SO_PEERPIDFD = 77;
-// pidfd_send_signal(2) has no glibc 2.36 wrapper; 424 on every architecture (the unified table).
-const SYS_PIDFD_SEND_SIGNAL = 424n;
 const F_GETFD = 1;
 const F_SETFD = 2;
 const FD_CLOEXEC = 1;
-
-type Libc = {
-  symbols: {
-    getsockopt(fd: number, level: number, name: number, val: Uint8Array, len: Uint8Array): number;
-    fcntl(fd: number, cmd: number, arg: number): number;
-    close(fd: number): number;
-    syscall4(nr: bigint, a: bigint, b: bigint, c: bigint, d: bigint): number;
-    __errno_location(): Deno.PointerValue;
-  };
-};
-
-let lib: Libc | undefined;
-
-function libc(): Libc {
-  lib ??= Deno.dlopen("libc.so.6", {
-    getsockopt: { parameters: ["i32", "i32", "i32", "buffer", "buffer"], result: "i32" },
-    fcntl: { parameters: ["i32", "i32", "i32"], result: "i32" },
-    close: { parameters: ["i32"], result: "i32" },
-    // Variadic in C; glibc's syscall() only moves registers, so a fixed signature is sound. Every
-    // argument is a full 64-bit register (a NULL pointer included); the result is 0 or -1.
-    syscall4: {
-      name: "syscall",
-      parameters: ["i64", "i64", "i64", "i64", "i64"],
-      result: "i32",
-    },
-    __errno_location: { parameters: [], result: "pointer" },
-  }) as unknown as Libc;
-  return lib;
-}
-
-// errno is thread-local: read it right after the failing synchronous call.
-function lastErrno(): number {
-  const p = libc().symbols.__errno_location();
-  return p ? new Deno.UnsafePointerView(p).getInt32() : 0;
-}
 
 /** The kernel-verified credentials of a Unix socket peer. */
 export interface PeerCred {
@@ -57,8 +22,8 @@ export function peerCred(fd: number): PeerCred {
   const buf = new Uint8Array(12);
   const len = new Uint8Array(4);
   new DataView(len.buffer).setUint32(0, 12, true);
-  if (libc().symbols.getsockopt(fd, SOL_SOCKET, SO_PEERCRED, buf, len) !== 0) {
-    const n = lastErrno();
+  if (libc().getsockopt(fd, SOL_SOCKET, SO_PEERCRED, buf, len) !== 0) {
+    const n = errno();
     throw new CtxError(errnoName(n), `getsockopt(SO_PEERCRED) failed on fd ${fd} (errno ${n})`);
   }
   const v = new DataView(buf.buffer);
@@ -74,7 +39,7 @@ export function peerPidfd(fd: number): number {
   const buf = new Uint8Array(4);
   const len = new Uint8Array(4);
   new DataView(len.buffer).setUint32(0, 4, true);
-  if (libc().symbols.getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, buf, len) !== 0) return -lastErrno();
+  if (libc().getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, buf, len) !== 0) return -errno();
   return new DataView(buf.buffer).getInt32(0, true);
 }
 
@@ -83,29 +48,29 @@ export function peerPidfd(fd: number): number {
  * is not reusable until it is reaped), else -errno (ESRCH once it is gone). Sends nothing.
  */
 export function pidfdAlive(pidfd: number): number {
-  const r = libc().symbols.syscall4(SYS_PIDFD_SEND_SIGNAL, BigInt(pidfd), 0n, 0n, 0n);
-  return r === 0 ? 0 : -lastErrno();
+  const r = libc().sys_pidfd_send_signal(ARCH.SYS.pidfd_send_signal, BigInt(pidfd), 0n, 0n, 0n);
+  return r === 0 ? 0 : -errno();
 }
 
 /** close(2): 0 or -errno. */
 export function closeFd(fd: number): number {
-  return libc().symbols.close(fd) === 0 ? 0 : -lastErrno();
+  return libc().close(fd) === 0 ? 0 : -errno();
 }
 
 /** Sets FD_CLOEXEC so the fd (e.g. a listener) never leaks into spawned processes. */
 export function setCloexec(fd: number): void {
-  const s = libc().symbols;
+  const s = libc();
   const cur = s.fcntl(fd, F_GETFD, 0);
   if (cur < 0 || s.fcntl(fd, F_SETFD, cur | FD_CLOEXEC) !== 0) {
-    const n = lastErrno();
+    const n = errno();
     throw new CtxError(errnoName(n), `fcntl(FD_CLOEXEC) failed on fd ${fd} (errno ${n})`);
   }
 }
 
 /** True when FD_CLOEXEC is set on `fd` (tests and diagnostics). */
 export function isCloexec(fd: number): boolean {
-  const cur = libc().symbols.fcntl(fd, F_GETFD, 0);
-  if (cur < 0) throw new CtxError(errnoName(lastErrno()), `fcntl(F_GETFD) failed on fd ${fd}`);
+  const cur = libc().fcntl(fd, F_GETFD, 0);
+  if (cur < 0) throw new CtxError(errnoName(errno()), `fcntl(F_GETFD) failed on fd ${fd}`);
   return (cur & FD_CLOEXEC) !== 0;
 }
 

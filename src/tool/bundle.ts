@@ -1,5 +1,6 @@
 /** Makes the single-file tsh bundle that runs inside sandboxes (`deno bundle`, offline), reusing a fresh one. */
 import { CtxError } from "../abi/errno.ts";
+import { tempName } from "../abi/names.ts";
 
 const repo = new URL("../../", import.meta.url).pathname.replace(/\/$/, "");
 const pending = new Map<string, Promise<string>>();
@@ -59,8 +60,9 @@ function bundleTime(path: string): number | null {
 }
 
 async function make(out: string, deno: string): Promise<string> {
-  await Deno.mkdir(out.slice(0, out.lastIndexOf("/")), { recursive: true, mode: 0o755 });
-  const tmp = `${out}.tmp-${Deno.pid}`;
+  const dir = out.slice(0, out.lastIndexOf("/"));
+  await Deno.mkdir(dir, { recursive: true, mode: 0o755 });
+  const tmp = `${dir}/${tempName(out.slice(dir.length + 1))}`;
   const res = await new Deno.Command(deno, {
     args: ["bundle", "--quiet", "--platform", "deno", "-o", tmp, `${repo}/cli/tsh.ts`],
     cwd: repo,

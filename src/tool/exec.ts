@@ -1,6 +1,6 @@
 /** Runs one tool inside the agent view: authorize() again, exec of the checked inode, bounded output, a wall-clock bound. */
 import { CtxError, exitCode, toCtxError } from "../abi/errno.ts";
-import { authorize } from "../policy/authorize.ts";
+import { authorize } from "./authorize.ts";
 import { pickAllowed } from "../sandbox/env.ts";
 import { Capture, utf8Cut } from "./capture.ts";
 import { FS_TOOLS, MAX_INPUT } from "./fs.ts";

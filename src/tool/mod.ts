@@ -15,5 +15,6 @@ export {
   DEFAULT_SUBJECTS,
   toolEntry,
   toolPolicy,
-} from "./builtin.ts";
+} from "../abi/builtin.ts";
 export { tshBundle } from "./bundle.ts";
+export { authorize, type AuthorizeOptions } from "./authorize.ts";

@@ -1,7 +1,8 @@
 /** runTsh: one tsh operation for an agent, run as tsh inside a fresh bubblewrap sandbox. */
+import { isTshBuiltin } from "../abi/builtin.ts";
 import { CtxError, toCtxError } from "../abi/errno.ts";
 import { effectiveRlimits } from "../abi/rlimit.ts";
-import { authorize } from "../policy/authorize.ts";
+import { authorize } from "./authorize.ts";
 import type { Letter } from "../policy/perm.ts";
 import { agentEnv } from "../sandbox/env.ts";
 import { launch } from "../sandbox/launch.ts";
@@ -79,21 +80,6 @@ export interface Prepared {
   letter: Letter;
 }
 
-const TSH_BUILTINS = [
-  "help",
-  "tools",
-  "which",
-  "load",
-  "unload",
-  "loads",
-  "pin",
-  "unpin",
-  "pins",
-  "type",
-  "command",
-  "exit",
-];
-
 /** Where deno itself and the bundle appear inside the sandbox. */
 export const SANDBOX_DENO = "/opt/cortexfs/bin/deno";
 export const SANDBOX_TSH = "/opt/cortexfs/lib/tsh.js";
@@ -141,7 +127,7 @@ export async function runTsh(args: string[], options: RunOptions): Promise<ToolR
     // Every control parsed fresh by the one loader (src/store/agent.ts), aliases resolved.
     const agent = loadAgent(root, options.agent, { secrets: false }); // tools never get env
     let prepared: Prepared | undefined;
-    if (args.length && !TSH_BUILTINS.includes(args[0])) {
+    if (args.length && !isTshBuiltin(args[0])) {
       // authorize() includes the executable's nofollow open and inode identity check.
       const v = authorize({ agent: agent.name, tool: args[0], root, uid: options.uid }, { agent });
       if (!v.allow) return failed(name, new CtxError(v.errno, v.reason));

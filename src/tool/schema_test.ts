@@ -1,7 +1,7 @@
 /** The JSON-Schema subset and tsh's argument mapping. */
 import { assertEquals, assertThrows } from "../../tests/assert.ts";
 import { CtxError } from "../abi/errno.ts";
-import { BUILTIN_TOOLS } from "./builtin.ts";
+import { BUILTIN_TOOLS } from "../abi/builtin.ts";
 import { argsToInput, validate } from "./schema.ts";
 
 const schema = (name: string) => BUILTIN_TOOLS.find((t) => t.name === name)!.schema; // exists

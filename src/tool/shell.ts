@@ -1,4 +1,5 @@
 /** tsh: the agent-facing tool shell (built-ins, one-shot runs, --json frames, a line-editing REPL). */
+import { isTshBuiltin, TSH_BUILTINS } from "../abi/builtin.ts";
 import { CtxError, toCtxError } from "../abi/errno.ts";
 import { runTool } from "./exec.ts";
 import { openNoFollow } from "./open.ts";
@@ -24,21 +25,6 @@ export interface ShellContext {
   /** RLIMIT_NPROC of every spawned tool (`--nproc`): tsh itself runs with headroom above it. */
   nproc?: number;
 }
-
-const BUILTINS: Record<string, string> = {
-  help: "help [TOOL]: this list, or a tool's description and input schema",
-  tools: "tools [-l]: tools visible through CTX_PATH (-l: name, path, description)",
-  which: "which TOOL: the CTX_PATH entry that TOOL resolves to",
-  type: "type TOOL: the same as which",
-  command: "command -v TOOL: the same as which",
-  load: "load TOOL: add TOOL's metadata to the tool context",
-  unload: "unload TOOL: drop TOOL's metadata from the tool context",
-  loads: "loads: loaded tools (pinned ones marked *)",
-  pin: "pin TOOL: load TOOL and protect it from eviction",
-  unpin: "unpin TOOL: allow TOOL to be evicted again",
-  pins: "pins: pinned tools",
-  exit: "exit: leave the shell",
-};
 
 function text(dir: string, name: string): string {
   try {
@@ -70,7 +56,7 @@ function visible(ctx: ShellContext): { name: string; path: string; dir: string }
 }
 
 function need(args: string[], op: string): string {
-  if (args.length !== 1) throw new CtxError("EINVAL", `usage: ${BUILTINS[op]}`);
+  if (args.length !== 1) throw new CtxError("EINVAL", `usage: ${TSH_BUILTINS[op]}`);
   return args[0];
 }
 
@@ -91,7 +77,7 @@ function builtin(op: string, args: string[], ctx: ShellContext): ToolResult {
   switch (op) {
     case "help": {
       if (args.length === 0) {
-        return ok(op, Object.values(BUILTINS).join("\n") + "\nTOOL [ARGS...]: run a tool\n");
+        return ok(op, Object.values(TSH_BUILTINS).join("\n") + "\nTOOL [ARGS...]: run a tool\n");
       }
       const hit = found(ctx, need(args, op));
       const schema = text(hit.dir, "schema");
@@ -108,7 +94,7 @@ function builtin(op: string, args: string[], ctx: ShellContext): ToolResult {
     case "type":
       return ok(op, found(ctx, need(args, op)).path + "\n");
     case "command":
-      if (args[0] !== "-v") throw new CtxError("EINVAL", `usage: ${BUILTINS[op]}`);
+      if (args[0] !== "-v") throw new CtxError("EINVAL", `usage: ${TSH_BUILTINS[op]}`);
       return ok(op, found(ctx, need(args.slice(1), op)).path + "\n");
     case "load":
     case "pin": {
@@ -157,7 +143,7 @@ export async function operate(args: string[], ctx: ShellContext): Promise<ToolRe
   const [op, ...rest] = args;
   if (op === undefined) return failed("tsh", new CtxError("EINVAL", "no operation"));
   try {
-    if (Object.hasOwn(BUILTINS, op)) return builtin(op, rest, ctx);
+    if (isTshBuiltin(op)) return builtin(op, rest, ctx);
     if (!ctx.agent) {
       throw new CtxError(
         "EACCES",

@@ -4,7 +4,7 @@ import { ctx } from "./run.ts";
 import { names, snapshot } from "../store/snapshot.ts";
 import { loadAgent } from "../../src/store/agent.ts";
 import { treeProblems } from "../../src/store/validate.ts";
-import { BUILTIN_TOOLS } from "../../src/tool/builtin.ts";
+import { BUILTIN_TOOLS } from "../../src/abi/builtin.ts";
 
 async function withTree(fn: (root: string) => Promise<void>): Promise<void> {
   const storage = await Deno.makeTempDir({ prefix: "ctx-agent-" });

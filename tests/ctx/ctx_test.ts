@@ -189,34 +189,34 @@ Deno.test("every rejected ctx set leaves the file byte-for-byte unchanged and sa
   });
 });
 
-Deno.test("ctx set by a uid that does not own the agent is EACCES and changes nothing", async () => {
-  if (Deno.uid() !== 0) {
-    console.log("skipped: needs root to run ctx as uid 65534 (setpriv)");
-    return;
-  }
-  const denoDir = nobodyDenoDir();
-  try {
-    await withTree(async (root, storage) => {
-      // The storage tree is root's; nobody may read it but owns no agent in it.
-      Deno.chmodSync(storage, 0o755);
-      const before = Deno.readFileSync(`${root}/agent/coder.d/window`);
-      const r = await ctx(["set", "agent/coder.d/window", "1024"], {
-        env: { CTX_ROOT: root, DENO_DIR: denoDir },
-        as: 65534,
+Deno.test({
+  name: "ctx set by a uid that does not own the agent is EACCES and changes nothing",
+  ignore: Deno.uid() !== 0, // needs root to run ctx as uid 65534 (setpriv); CI runs as root
+  fn: async () => {
+    const denoDir = nobodyDenoDir();
+    try {
+      await withTree(async (root, storage) => {
+        // The storage tree is root's; nobody may read it but owns no agent in it.
+        Deno.chmodSync(storage, 0o755);
+        const before = Deno.readFileSync(`${root}/agent/coder.d/window`);
+        const r = await ctx(["set", "agent/coder.d/window", "1024"], {
+          env: { CTX_ROOT: root, DENO_DIR: denoDir },
+          as: 65534,
+        });
+        assertEquals([r.code, r.stdout], [13, ""], r.stderr);
+        assertMatch(r.stderr, /^ctx: EACCES: agent\/coder.d\/window: .*owner/);
+        assertEquals(Deno.readFileSync(`${root}/agent/coder.d/window`), before);
+        // Reading stays open to everyone.
+        const cat = await ctx(["cat", "agent/coder.d/window"], {
+          env: { CTX_ROOT: root, DENO_DIR: denoDir },
+          as: 65534,
+        });
+        assertEquals(cat, { code: 0, stdout: "auto\n", stderr: "" });
       });
-      assertEquals([r.code, r.stdout], [13, ""], r.stderr);
-      assertMatch(r.stderr, /^ctx: EACCES: agent\/coder.d\/window: .*owner/);
-      assertEquals(Deno.readFileSync(`${root}/agent/coder.d/window`), before);
-      // Reading stays open to everyone.
-      const cat = await ctx(["cat", "agent/coder.d/window"], {
-        env: { CTX_ROOT: root, DENO_DIR: denoDir },
-        as: 65534,
-      });
-      assertEquals(cat, { code: 0, stdout: "auto\n", stderr: "" });
-    });
-  } finally {
-    Deno.removeSync(denoDir, { recursive: true });
-  }
+    } finally {
+      Deno.removeSync(denoDir, { recursive: true });
+    }
+  },
 });
 
 Deno.test("ctx validate-name answers by exit code and names the broken rule", async () => {

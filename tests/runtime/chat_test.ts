@@ -9,6 +9,7 @@ import {
   Raw,
   REPO,
   startDaemon,
+  until,
 } from "./helpers.ts";
 import { Tmux } from "./tmux.ts";
 
@@ -44,7 +45,11 @@ Deno.test("chat: a line is answered, history recalls it, output never corrupts a
     await tm.run("send-keys", "-t", "t", "C-u");
     // A slow answer arrives while the user types: it is printed above, the typed text survives.
     await tm.run("send-keys", "-t", "t", "slow", "Enter");
-    await new Promise((r) => setTimeout(r, 100));
+    // The slow run has started (its `start` is recorded) before the user types on.
+    await until(
+      () => history(f, "t").events.filter((e) => e.type === "start").length === 2,
+      "the slow run's start",
+    );
     await tm.run("send-keys", "-t", "t", "-l", "half typed");
     // The answer, then the prompt redrawn with the typed text (two screen updates: wait for both).
     const s = await tm.wait(
@@ -56,13 +61,10 @@ Deno.test("chat: a line is answered, history recalls it, output never corrupts a
     // Ctrl+C while a run is active cancels it and returns to the prompt.
     await tm.run("send-keys", "-t", "t", "sleep", "Enter");
     const dir = history(f, "t").dir;
-    for (
-      let i = 0;
-      i < 400 && !Deno.readTextFileSync(`${dir}/events.jsonl`).includes("sleeping");
-      i++
-    ) {
-      await new Promise((r) => setTimeout(r, 10));
-    }
+    await until(
+      () => Deno.readTextFileSync(`${dir}/events.jsonl`).includes("sleeping"),
+      "the sleeping delta",
+    );
     await tm.run("send-keys", "-t", "t", "C-c");
     await tm.wait(
       (s) => s.includes("[cancelled]") && tm.lines(s).at(-1) === "t>",
@@ -71,10 +73,7 @@ Deno.test("chat: a line is answered, history recalls it, output never corrupts a
     assertEquals(history(f, "t").events.at(-1)?.status, "cancelled");
     // Ctrl+C when idle leaves the chat (the tmux session ends with it).
     await tm.run("send-keys", "-t", "t", "C-c");
-    for (let i = 0; i < 200 && (await tm.run("has-session", "-t", "t")).code === 0; i++) {
-      await new Promise((r) => setTimeout(r, 25));
-    }
-    assertEquals((await tm.run("has-session", "-t", "t")).code !== 0, true);
+    await until(async () => (await tm.run("has-session", "-t", "t")).code !== 0, "the chat's exit");
   } finally {
     await tm.run("kill-server");
     await d.stop();
@@ -137,8 +136,9 @@ Deno.test("chat: Ctrl+C while the message waits behind another run cancels it on
       "t",
     );
     await tm.wait((s) => tm.lines(s).at(-1) === "t>", "the prompt");
+    // No wait is needed here: the chat handles "sleep\r" (and sends the request) before it reads
+    // the ^C that follows it on the tty; the request then waits, unstarted, behind the holder.
     await tm.run("send-keys", "-t", "t", "sleep", "Enter");
-    await new Promise((r) => setTimeout(r, 200)); // the request is on its way, still queued
     await tm.run("send-keys", "-t", "t", "C-c");
     await tm.wait((s) => s.includes("^C"), "the ^C note");
     other.write({ op: "cancel", id: holder });
@@ -157,10 +157,7 @@ Deno.test("chat: Ctrl+C while the message waits behind another run cancels it on
     await tm.run("send-keys", "-t", "t", "echo still here", "Enter");
     await tm.wait((s) => tm.lines(s).includes("still here"), "the next answer");
     await tm.run("send-keys", "-t", "t", "C-c");
-    for (let i = 0; i < 200 && (await tm.run("has-session", "-t", "t")).code === 0; i++) {
-      await new Promise((r) => setTimeout(r, 25));
-    }
-    assertEquals((await tm.run("has-session", "-t", "t")).code !== 0, true);
+    await until(async () => (await tm.run("has-session", "-t", "t")).code !== 0, "the chat's exit");
   } finally {
     other.close();
     await tm.run("kill-server");

@@ -311,3 +311,20 @@ function indexOf(hay: Uint8Array, needle: Uint8Array): number {
   }
   return -1;
 }
+
+/**
+ * Waits for a condition the test cannot be told about (a file's contents, a process's exit):
+ * checks `pred` every 10 ms and fails, naming `what`, after `ms` (default 10 s). A bound, never a
+ * sleep standing in for an event.
+ */
+export async function until(
+  pred: () => boolean | Promise<boolean>,
+  what = "the condition",
+  ms = 10_000,
+): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await pred())) {
+    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}

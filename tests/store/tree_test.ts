@@ -4,7 +4,7 @@ import { names } from "./snapshot.ts";
 import { buildInitialTree, DEFAULT_TEMPLATE, ROOT_ENTRIES } from "../../src/store/tree.ts";
 import { treeProblems } from "../../src/store/validate.ts";
 import { loadAgent, loadModel, loadTool } from "../../src/store/agent.ts";
-import { BUILTIN_TOOLS, toolEntry } from "../../src/tool/builtin.ts";
+import { BUILTIN_TOOLS, toolEntry } from "../../src/abi/builtin.ts";
 
 const CTX = { uid: Deno.uid() ?? 0, gid: Deno.gid() ?? 0, now: 1700000000 };
 

@@ -1,7 +1,7 @@
 /** The seed's design tests for the authority path, run for real: tsh in bwrap over a real tree. */
 import { assert, assertEquals, assertMatch, assertStringIncludes } from "../assert.ts";
 import { runTsh } from "../../src/tool/mod.ts";
-import { authorize } from "../../src/policy/mod.ts";
+import { authorize } from "../../src/tool/authorize.ts";
 import { addTool, fixture } from "./fixture.ts";
 
 const exists = (p: string) => {

@@ -1,8 +1,8 @@
 /** tsh load/pin capacity from tool/tsh.d/config and CTX_TOOL_CACHE, for real; eviction never touches authority. */
 import { assertEquals, assertStringIncludes } from "../assert.ts";
 import { runTsh } from "../../src/tool/mod.ts";
-import { authorize } from "../../src/policy/mod.ts";
-import { BUILTIN_TOOLS } from "../../src/tool/builtin.ts";
+import { authorize } from "../../src/tool/authorize.ts";
+import { BUILTIN_TOOLS } from "../../src/abi/builtin.ts";
 import { fixture } from "./fixture.ts";
 
 /** Every file under `dir`, path -> bytes as text. */

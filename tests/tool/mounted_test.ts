@@ -1,6 +1,6 @@
 /** The design tests again through a real FUSE mount: cortexfsd serves the tree, controls are written through it, tsh sees it at /ctx. */
 import { assert, assertEquals, assertStringIncludes } from "../assert.ts";
-import { authorize } from "../../src/policy/mod.ts";
+import { authorize } from "../../src/tool/authorize.ts";
 import { runTsh } from "../../src/tool/mod.ts";
 import { fixture } from "./fixture.ts";
 

@@ -1,7 +1,7 @@
 /** User-tier tools (`home/<uid>/tool/<name>` + `.d/`) resolve through the default CTX_PATH, need both policies, and run. */
 import { assert, assertEquals } from "../assert.ts";
 import { runTsh } from "../../src/tool/mod.ts";
-import { authorize } from "../../src/policy/mod.ts";
+import { authorize } from "../../src/tool/authorize.ts";
 import { addTool, fixture, grant } from "./fixture.ts";
 
 Deno.test("a user tool in home/<uid>/tool is found, authorized by the agent and tool policies, and run in the sandbox", async () => {

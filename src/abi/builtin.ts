@@ -108,3 +108,28 @@ export function toolEntry(t: BuiltinTool): string {
 export function toolPolicy(t: BuiltinTool): string {
   return DEFAULT_SUBJECTS.map((s) => `allow ${s} tool:${t.name} execute\n`).join("");
 }
+
+/**
+ * tsh's built-in commands and their usage lines (`help` prints them): the one list the shell,
+ * `runTsh` (which runs a built-in without a tool check) and the runtime (which names the tool a
+ * tsh argv runs) all read.
+ */
+export const TSH_BUILTINS: Readonly<Record<string, string>> = {
+  help: "help [TOOL]: this list, or a tool's description and input schema",
+  tools: "tools [-l]: tools visible through CTX_PATH (-l: name, path, description)",
+  which: "which TOOL: the CTX_PATH entry that TOOL resolves to",
+  type: "type TOOL: the same as which",
+  command: "command -v TOOL: the same as which",
+  load: "load TOOL: add TOOL's metadata to the tool context",
+  unload: "unload TOOL: drop TOOL's metadata from the tool context",
+  loads: "loads: loaded tools (pinned ones marked *)",
+  pin: "pin TOOL: load TOOL and protect it from eviction",
+  unpin: "unpin TOOL: allow TOOL to be evicted again",
+  pins: "pins: pinned tools",
+  exit: "exit: leave the shell",
+};
+
+/** True when `name` is a tsh built-in command rather than a tool. */
+export function isTshBuiltin(name: string): boolean {
+  return Object.hasOwn(TSH_BUILTINS, name);
+}
