@@ -1,5 +1,6 @@
 /** `cortexfs install`: the built file copied into a bin directory, its program symlinks, a unit. */
 import { CtxError } from "../src/abi/errno.ts";
+import { tempName } from "../src/abi/names.ts";
 
 /** Options for {@link install}. */
 export interface InstallOptions {
@@ -49,14 +50,15 @@ function same(a: string, b: string): boolean {
   }
 }
 
+/** A temp name beside `path` for an atomic replace (the project's one temp-name form). */
+function beside(path: string): string {
+  const i = path.lastIndexOf("/");
+  return `${path.slice(0, i + 1)}${tempName(path.slice(i + 1))}`;
+}
+
 /** Replaces `path` by a symlink to `target` through a temp name and a rename (atomic). */
 function link(target: string, path: string): void {
-  const tmp = `${path}.tmp-${Deno.pid}`;
-  try {
-    Deno.removeSync(tmp); // left by an earlier install of this pid that died
-  } catch (e) {
-    if (!(e instanceof Deno.errors.NotFound)) throw e;
-  }
+  const tmp = beside(path);
   Deno.symlinkSync(target, tmp);
   Deno.renameSync(tmp, path);
 }
@@ -110,7 +112,7 @@ export function install(options: InstallOptions): InstallReport {
   }
   const dest = `${prefix}/cortexfs`;
   if (real(dest) !== real(options.exe)) {
-    const tmp = `${dest}.tmp-${Deno.pid}`;
+    const tmp = beside(dest);
     Deno.copyFileSync(options.exe, tmp);
     Deno.chmodSync(tmp, 0o755);
     Deno.renameSync(tmp, dest);
@@ -121,7 +123,7 @@ export function install(options: InstallOptions): InstallReport {
     lines.push(`${prefix}/${name} -> cortexfs`);
   }
   for (const f of options.files ?? []) {
-    const path = `${prefix}/${f.name}`, tmp = `${path}.tmp-${Deno.pid}`;
+    const path = `${prefix}/${f.name}`, tmp = beside(path);
     Deno.copyFileSync(f.src, tmp);
     Deno.chmodSync(tmp, 0o755);
     Deno.renameSync(tmp, path);
@@ -131,7 +133,7 @@ export function install(options: InstallOptions): InstallReport {
     const dir = options.unitDir ?? "/etc/systemd/system";
     Deno.mkdirSync(dir, { recursive: true, mode: 0o755 });
     const path = `${dir}/cortexfsd.service`;
-    const tmp = `${path}.tmp-${Deno.pid}`;
+    const tmp = beside(path);
     Deno.writeTextFileSync(tmp, unit(prefix), { mode: 0o644 });
     Deno.chmodSync(tmp, 0o644);
     Deno.renameSync(tmp, path);

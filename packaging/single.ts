@@ -4,6 +4,7 @@
  * The header checks the payload's SHA-256, unpacks it once into a cache directory named after
  * that hash, and runs the program named by argv[0] or by its first argument.
  */
+import { tempName } from "../src/abi/names.ts";
 import { BUILT_RUN } from "./self.ts";
 
 const here = new URL("..", import.meta.url).pathname.replace(/\/$/, "");
@@ -192,7 +193,8 @@ export async function pack(
     }
     const head = new TextEncoder().encode(text);
     if (head.length !== skip) throw new Error("the header's length did not settle");
-    const tmp = `${options.out}.tmp-${Deno.pid}`;
+    const at = options.out.lastIndexOf("/");
+    const tmp = `${options.out.slice(0, at + 1)}${tempName(options.out.slice(at + 1))}`;
     const f = Deno.openSync(tmp, { write: true, create: true, truncate: true, mode: 0o755 });
     try {
       for (const part of [head, payload]) {
