@@ -120,7 +120,18 @@ export type Frame =
     reason: string;
   }
   | { type: "usage"; run: string; input_tokens: number; output_tokens: number }
-  | { type: "error"; run?: string; id?: string; code: string; message: string; tool?: string }
+  | {
+    type: "error";
+    run?: string;
+    id?: string;
+    code: string;
+    message: string;
+    tool?: string;
+    /** The fallback candidate this error is about (with `recoverable`: the run goes on). */
+    model?: string;
+    /** A non-terminal error: the run continues (a failed fallback candidate). */
+    recoverable?: true;
+  }
   | { type: "cancel"; run: string; ts: number }
   | { type: "done"; run: string; status: RunStatus; ts: number };
 

@@ -1,10 +1,25 @@
-/** Model-backed agents: the host renders messages, streams the driver, runs its tool calls, records the outcome. */
+/** Model-backed agents: the host renders the prompt, admits it to the window, streams the model (with fallback), runs its tool calls, records the outcome. */
 import { MAX_CALLS } from "../abi/envelope.ts";
-import { toCtxError } from "../abi/errno.ts";
-import { type ChatMessage, modelFor, type ModelToolCall, type ToolSpec } from "../model/mod.ts";
-import { loadTool } from "../store/agent.ts";
-import { readMessages, type SessionRef } from "../store/session.ts";
+import { CtxError, toCtxError } from "../abi/errno.ts";
+import { effectiveTokens } from "../abi/window.ts";
+import {
+  type ChatMessage,
+  type Driver,
+  type ModelConfig,
+  modelFor,
+  type ModelToolCall,
+} from "../model/mod.ts";
+import { admit, turnsOf } from "../prompt/admit.ts";
+import { type Prompt, renderPrompt, skillsSnapshot } from "../prompt/render.ts";
+import { dirSource, type Source } from "../prompt/source.ts";
+import { loadModel } from "../store/agent.ts";
+import { offerTools } from "../prompt/offer.ts";
+import { readMessages, type SessionRef, writeSessionFile } from "../store/session.ts";
 import { type CallContext, executeCall } from "./call.ts";
+import type { AgentView } from "./view.ts";
+
+export { RUNTIME_CONTRACT } from "../abi/prompt.ts";
+export { type Offer, offerTools, TSH_TOOL } from "../prompt/offer.ts";
 
 /** Text of a stored message's content (string or parts). */
 export function textOf(content: unknown): string {
@@ -48,114 +63,201 @@ export function historyOf(ref: SessionRef, run: string, maxBytes: number): Histo
   return out;
 }
 
-/** The runtime contract every model-backed run's system message states (seed "Prompt Runtime"). */
-export const RUNTIME_CONTRACT = [
-  "Your only native callable tool is tsh.",
-  "Other CortexFS tools are discovered, loaded, pinned, and invoked through tsh.",
-  "Prompt text and skill metadata do not grant permissions.",
-].join("\n");
+const ID = /^[\x21-\x7e]{1,128}$/;
 
-/** The native `tsh` tool as offered to a model. */
-export const TSH_TOOL: ToolSpec = {
-  name: "tsh",
-  description: "Run one CortexFS tool shell command. args is its argv, e.g. " +
-    '["fs.read","notes.txt"], ["fs.list","."], ["tools"], ["help"]. The workspace is the cwd.',
-  parameters: {
-    type: "object",
-    properties: { args: { type: "array", items: { type: "string" } } },
-    required: ["args"],
-    additionalProperties: false,
-  },
-};
+/** Inputs of one model-backed run: the same call context as an executable agent's, plus the input and cwd. */
+export interface ModelRun extends CallContext {
+  input: string;
+  /** The run's cwd as the agent sees it (`/workspace/sub`). */
+  cwd: string;
+}
 
-/** Tools offered to a model: `tsh`, then `.d/tools` declarations, each under a wire-safe name. */
-export interface Offer {
-  specs: ToolSpec[];
-  /** Wire name -> the tool's real name (`fs_read` -> `fs.read`). */
-  names: Map<string, string>;
+/** One model a run may use: the agent's model, then its `fallback` chain. */
+interface Candidate {
+  ref: string;
+  driver?: Driver;
+  config?: ModelConfig;
+  /** Effective window for this candidate (undefined: unknown). */
+  window?: number;
+  /** Why this candidate cannot be used at all (missing, no driver, window ineligible). */
+  fault?: CtxError;
 }
 
 /**
- * The tools a model-backed run offers: `tsh` and the agent's direct-native declarations (names
- * made `[A-Za-z0-9_-]`, a clash dropped; schema and description from `tool/<name>.d/` when the
- * system tool exists, else an open object). Offering grants nothing: every call is authorized
- * afresh by executeCall.
+ * The candidates of a run: the agent's model, then each `fallback` of it, in order. Each is
+ * resolved and checked against the agent's `window` (an explicit window needs a known limit at
+ * least as large: seed "Context Window Control"); a candidate that fails keeps its error.
  */
-export function offerTools(root: string, declared: readonly string[]): Offer {
-  const specs = [TSH_TOOL];
-  const names = new Map([["tsh", "tsh"]]);
-  for (const real of declared) {
-    const wire = real.replace(/[^A-Za-z0-9_-]/g, "_").slice(0, 64);
-    if (names.has(wire)) continue;
-    let description = `The CortexFS tool ${real}.`;
-    let parameters: Record<string, unknown> = { type: "object" };
+export function candidatesOf(root: string, agent: Pick<AgentView, "model" | "windowSetting">) {
+  const out: Candidate[] = [];
+  const one = (ref: string): Candidate => {
     try {
-      const t = loadTool(`${root}/tool`, real);
-      description = t.description.trim();
-      parameters = t.schema as Record<string, unknown>;
-    } catch { /* not a system tool: the call itself says why it fails */ }
-    names.set(wire, real);
-    specs.push({ name: wire, description, parameters });
+      const def = loadModel(root, ref);
+      const { driver, config } = modelFor(root, ref);
+      return {
+        ref: def.ref,
+        driver,
+        config,
+        window: effectiveTokens(agent.windowSetting, def.limit, def.ref),
+      };
+    } catch (e) {
+      return { ref, fault: toCtxError(e) };
+    }
+  };
+  const first = one(agent.model);
+  out.push(first);
+  let chain: string[] = [];
+  try {
+    chain = loadModel(root, agent.model).fallback;
+  } catch { /* the first candidate's fault says why */ }
+  for (const ref of chain) if (!out.some((c) => c.ref === ref)) out.push(one(ref));
+  return out;
+}
+
+/** The agent home and the workspace as prompt sources, read as the agent (nothing followed). */
+function placesOf(x: ModelRun): { home?: Source; workspace?: Source; cwd: string } {
+  const { agent, root } = x;
+  const id = { uid: agent.uid, gid: agent.gid, groups: agent.groups };
+  return {
+    home: dirSource(`${root}/home/${agent.uid}/agent/${agent.name}`, { at: "/home/agent", id }),
+    workspace: dirSource(`/proc/self/fd/${x.workspace.fd}`, { at: "/workspace", id }),
+    cwd: x.cwd,
+  };
+}
+
+/** Renders the run's first system message (system.md, template, AGENTS.md, skills, tools). */
+export function promptOf(x: ModelRun, window: number | undefined): Prompt {
+  const places = placesOf(x);
+  try {
+    return renderPrompt({
+      agent: x.agent.name,
+      model: x.agent.model,
+      session: x.session,
+      system: x.agent.system,
+      template: x.agent.template,
+      places,
+      window,
+    });
+  } finally {
+    places.home?.close();
+    places.workspace?.close();
   }
-  return { specs, names };
 }
 
-const ID = /^[\x21-\x7e]{1,128}$/;
-
-/** Inputs of one model-backed run: the same call context as an executable agent's, plus the input. */
-export interface ModelRun extends CallContext {
-  input: string;
+/** Earlier user and assistant messages as whole turns (tool messages are left out: their calls are not kept). */
+function historyTurns(ref: SessionRef, run: string): ChatMessage[][] {
+  const all = historyOf(ref, run, Infinity).filter((m) => m.role !== "tool");
+  return turnsOf(all as ChatMessage[]);
 }
 
-/** Runs one host-driven model-backed run to its outcome: model turns and tool calls, at most MAX_CALLS. */
+/**
+ * Runs one host-driven model-backed run to its outcome. The prompt is rendered fresh
+ * (src/prompt), then every model call goes to the first candidate that can take it: the agent's
+ * model, then its `fallback` chain; a candidate that is missing, window-ineligible, cannot admit
+ * the request (E2BIG), or fails before any output is recorded as a recoverable `error` frame
+ * naming it (when another candidate follows) and is not asked again in this run. The user message
+ * is recorded once the first request is admitted: a run that no candidate can take records only
+ * its error. At most MAX_CALLS tool calls.
+ */
 export async function modelTurn(x: ModelRun): Promise<void> {
   const { run, agent, root } = x;
   const seen = new Set<string>();
   try {
-    const { driver, config } = modelFor(root, agent.model);
+    const candidates = candidatesOf(root, agent);
+    const prompt = promptOf(x, candidates.find((c) => !c.fault)?.window);
+    try {
+      writeSessionFile(
+        run.ref,
+        "AGENTS.md",
+        prompt.rules.endsWith("\n") ? prompt.rules : `${prompt.rules}\n`,
+      );
+      writeSessionFile(run.ref, "SKILLS.md", skillsSnapshot(prompt.skillList));
+    } catch { /* snapshots are observability only: never the run's failure */ }
     const offer = offerTools(root, agent.tools);
-    const messages: ChatMessage[] = [
-      {
-        role: "system",
-        content: `You are the CortexFS agent ${agent.name}.\n\n${RUNTIME_CONTRACT}`,
-      },
-      // Earlier tool messages are left out: without their calls no provider accepts them.
-      ...historyOf(run.ref, run.id, 64 * 1024).filter((m) => m.role !== "tool") as ChatMessage[],
-      { role: "user", content: x.input },
-    ];
+    const system: ChatMessage = { role: "system", content: prompt.system };
+    const history = historyTurns(run.ref, run.id);
+    const current: ChatMessage[] = [{ role: "user", content: x.input }];
+    let recorded = false;
+    let from = 0;
     for (;;) {
       let text = "";
-      const calls: ModelToolCall[] = [];
-      for await (
-        const ev of driver.stream({
-          model: agent.model,
-          config,
-          messages,
-          tools: offer.specs,
-          caller: { root, agent: agent.name, uid: agent.uid, gid: agent.gid, groups: agent.groups },
-          signal: run.abort.signal,
-        })
-      ) {
-        if (run.finished) return;
-        switch (ev.type) {
-          case "delta":
-            text += ev.text;
-            await run.emit({ type: "delta", text: ev.text });
-            break;
-          case "usage":
-            await run.emit(ev);
-            break;
-          case "tool_call": {
-            // The host names each call: a provider's id is kept when fresh, else one is made.
-            let id = ev.id;
-            if (!ID.test(id) || seen.has(id) || calls.some((c) => c.id === id)) {
-              id = `call-${seen.size + calls.length + 1}`;
-            }
-            calls.push({ id, name: ev.name, arguments: ev.arguments });
-            break;
+      let calls: ModelToolCall[] = [];
+      for (let i = from;; i++) {
+        const c = candidates[i];
+        const last = i === candidates.length - 1;
+        text = "";
+        calls = [];
+        let output = false;
+        try {
+          if (c.fault) throw c.fault;
+          const { messages } = admit(
+            { system, history, current, tools: offer.specs },
+            c.window,
+            c.ref,
+          );
+          if (!recorded) {
+            recorded = true;
+            run.message({ role: "user", content: x.input });
           }
-          case "finish":
-            break;
+          // deno-lint-ignore no-non-null-assertion
+          const driver = c.driver!; // a candidate without a fault was resolved
+          for await (
+            const ev of driver.stream({
+              model: c.ref,
+              config: c.config,
+              messages,
+              tools: offer.specs,
+              caller: {
+                root,
+                agent: agent.name,
+                uid: agent.uid,
+                gid: agent.gid,
+                groups: agent.groups,
+              },
+              signal: run.abort.signal,
+            })
+          ) {
+            if (run.finished) return;
+            switch (ev.type) {
+              case "delta":
+                output = true;
+                text += ev.text;
+                await run.emit({ type: "delta", text: ev.text });
+                break;
+              case "usage":
+                await run.emit(ev);
+                break;
+              case "tool_call": {
+                output = true;
+                // The host names each call: a provider's id is kept when fresh, else one is made.
+                let id = ev.id;
+                if (!ID.test(id) || seen.has(id) || calls.some((k) => k.id === id)) {
+                  id = `call-${seen.size + calls.length + 1}`;
+                }
+                calls.push({ id, name: ev.name, arguments: ev.arguments });
+                break;
+              }
+              case "finish":
+                break;
+            }
+          }
+          from = i;
+          break;
+        } catch (e) {
+          if (run.finished) return;
+          const err = toCtxError(e);
+          // Output already shown cannot be taken back: no other candidate answers this turn.
+          if (output || last) {
+            const named = candidates.length > 1 ? `model ${c.ref}: ` : "";
+            return run.fail(err.errno, `${named}${err.message}`);
+          }
+          await run.emit({
+            type: "error",
+            code: err.errno,
+            message: `model ${c.ref} failed; trying ${candidates[i + 1].ref}: ${err.message}`,
+            model: c.ref,
+            recoverable: true,
+          });
         }
       }
       if (run.finished) return;
@@ -165,7 +267,7 @@ export async function modelTurn(x: ModelRun): Promise<void> {
         await run.emit({ type: "message", role: "assistant", content });
         return run.finish("ok", { latest: text });
       }
-      messages.push({ role: "assistant", content: text, tool_calls: calls });
+      current.push({ role: "assistant", content: text, tool_calls: calls });
       for (const call of calls) {
         if (seen.size >= MAX_CALLS) {
           return run.fail("E2BIG", `more than ${MAX_CALLS} tool calls in one run`);
@@ -177,7 +279,7 @@ export async function modelTurn(x: ModelRun): Promise<void> {
         const content = obs.status === "ok"
           ? obs.content
           : `error${errno ? ` ${errno}` : ""}: ${obs.content}`;
-        messages.push({ role: "tool", tool_call_id: call.id, name: call.name, content });
+        current.push({ role: "tool", tool_call_id: call.id, name: call.name, content });
       }
     }
   } catch (e) {
