@@ -2,6 +2,7 @@
 import { createAgent } from "../../src/store/agent_new.ts";
 import { replaceFile } from "../../src/store/atomic.ts";
 import { modelEntry } from "../../src/store/tree.ts";
+import { writeSecret } from "../../src/model/secret.ts";
 import {
   cleanup,
   ctx,
@@ -54,6 +55,10 @@ export async function world(
     fallback?: string[];
     more?: { ref: string; limit?: number; id?: string }[];
     window?: number;
+    /** The primary model's driver (default openai-chat). */
+    driver?: string;
+    /** A key stored for provider `fixture` (slot default). */
+    key?: string;
     prepare?: (f: Fixture, ws: string) => void;
   } = {},
 ): Promise<World> {
@@ -64,7 +69,9 @@ export async function world(
     id: "fixture-model",
     limit: o.limit ?? 131072,
     fallback: o.fallback,
+    driver: o.driver,
   });
+  if (o.key) writeSecret("fixture", "default", { key: o.key, root: `${f.tmp}/secrets` });
   createAgent(f.root, "m", {
     uid: 0,
     gid: 0,
