@@ -12,6 +12,8 @@ import {
 import { admit, turnsOf } from "../prompt/admit.ts";
 import { type Prompt, renderPrompt, skillsSnapshot } from "../prompt/render.ts";
 import { dirSource, type Source } from "../prompt/source.ts";
+import { loadedTools } from "../prompt/collect.ts";
+import { toolBlock } from "../abi/prompt.ts";
 import { loadModel } from "../store/agent.ts";
 import { offerTools } from "../prompt/offer.ts";
 import { readMessages, type SessionRef, writeSessionFile } from "../store/session.ts";
@@ -144,6 +146,35 @@ export function promptOf(x: ModelRun, window: number | undefined): Prompt {
   }
 }
 
+/** The session's AGENTS.md and SKILLS.md load snapshots; best-effort, never the run's failure. */
+function snapshot(ref: SessionRef, prompt: Prompt): void {
+  try {
+    const rules = prompt.rules.endsWith("\n") ? prompt.rules : `${prompt.rules}\n`;
+    writeSessionFile(ref, "AGENTS.md", rules);
+    writeSessionFile(ref, "SKILLS.md", skillsSnapshot(prompt.skillList));
+  } catch { /* observability only */ }
+}
+
+/**
+ * The envelope's `tool_context` for an executable agent: the tools `tsh load`/`tsh pin` put in
+ * its context (the same block a model-backed prompt shows), or "" when none.
+ */
+export function toolContextOf(root: string, agent: AgentView): string {
+  const id = { uid: agent.uid, gid: agent.gid, groups: agent.groups };
+  const home = dirSource(`${root}/home/${agent.uid}/agent/${agent.name}`, {
+    at: "/home/agent",
+    id,
+  });
+  try {
+    const tools = loadedTools(home);
+    return tools.length ? toolBlock(tools) : "";
+  } catch {
+    return ""; // a corrupt state file says so in `tsh loads`; the envelope stays valid
+  } finally {
+    home?.close();
+  }
+}
+
 /** Earlier user and assistant messages as whole turns (tool messages are left out: their calls are not kept). */
 function historyTurns(ref: SessionRef, run: string): ChatMessage[][] {
   const all = historyOf(ref, run, Infinity).filter((m) => m.role !== "tool");
@@ -165,14 +196,6 @@ export async function modelTurn(x: ModelRun): Promise<void> {
   try {
     const candidates = candidatesOf(root, agent);
     const prompt = promptOf(x, candidates.find((c) => !c.fault)?.window);
-    try {
-      writeSessionFile(
-        run.ref,
-        "AGENTS.md",
-        prompt.rules.endsWith("\n") ? prompt.rules : `${prompt.rules}\n`,
-      );
-      writeSessionFile(run.ref, "SKILLS.md", skillsSnapshot(prompt.skillList));
-    } catch { /* snapshots are observability only: never the run's failure */ }
     const offer = offerTools(root, agent.tools);
     const system: ChatMessage = { role: "system", content: prompt.system };
     const history = historyTurns(run.ref, run.id);
@@ -198,6 +221,7 @@ export async function modelTurn(x: ModelRun): Promise<void> {
           if (!recorded) {
             recorded = true;
             run.message({ role: "user", content: x.input });
+            snapshot(run.ref, prompt);
           }
           // deno-lint-ignore no-non-null-assertion
           const driver = c.driver!; // a candidate without a fault was resolved

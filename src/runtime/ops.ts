@@ -22,7 +22,7 @@ import { executeCall } from "./call.ts";
 import type { Conn } from "./conn.ts";
 import { execLoop } from "./exec.ts";
 import { groupsDir } from "./groups.ts";
-import { historyOf, modelTurn, textOf } from "./host.ts";
+import { historyOf, modelTurn, textOf, toolContextOf } from "./host.ts";
 import type { Presence } from "./presence.ts";
 import { newRunId, Run } from "./recorder.ts";
 import type { ToolHost } from "./tools.ts";
@@ -271,7 +271,7 @@ export async function opSend(ctx: OpContext, conn: Conn, name: string, req: Send
         log: (lines) => ctx.presence.log(agent.name, lines),
         input: req.input,
         history,
-        toolContext: "",
+        toolContext: toolContextOf(ctx.root, agent),
       });
     },
   );
