@@ -119,7 +119,14 @@ export type Frame =
     decision: "allow_once" | "deny";
     reason: string;
   }
-  | { type: "usage"; run: string; input_tokens: number; output_tokens: number }
+  | {
+    type: "usage";
+    run: string;
+    input_tokens: number;
+    output_tokens: number;
+    /** Why the model turn ended: stop, length, tool_calls, content_filter, other. */
+    stop?: string;
+  }
   | {
     type: "error";
     run?: string;

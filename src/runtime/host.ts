@@ -211,6 +211,7 @@ export async function modelTurn(x: ModelRun): Promise<void> {
         text = "";
         calls = [];
         let output = false;
+        let usage: { type: "usage"; input_tokens: number; output_tokens: number } | undefined;
         try {
           if (c.fault) throw c.fault;
           const { messages } = admit(
@@ -249,7 +250,9 @@ export async function modelTurn(x: ModelRun): Promise<void> {
                 await run.emit({ type: "delta", text: ev.text });
                 break;
               case "usage":
-                await run.emit(ev);
+                // Recorded with the turn's stop reason when the driver sends one (after usage).
+                if (usage) await run.emit(usage);
+                usage = ev;
                 break;
               case "tool_call": {
                 output = true;
@@ -262,9 +265,12 @@ export async function modelTurn(x: ModelRun): Promise<void> {
                 break;
               }
               case "finish":
+                if (usage) await run.emit({ ...usage, stop: ev.reason });
+                usage = undefined;
                 break;
             }
           }
+          if (usage) await run.emit(usage);
           from = i;
           break;
         } catch (e) {

@@ -118,6 +118,7 @@ Deno.test("openai-chat: a plain answer streams deltas, then usage and the final 
       run: events[0].id,
       input_tokens: 21,
       output_tokens: 3,
+      stop: "stop",
     });
     assertEquals(messages.at(-1)?.content, [{ type: "text", text: "Hello, world." }]);
     assertEquals(server.requests.length, 1);

@@ -81,6 +81,7 @@ for (const [name, wire] of Object.entries(WIRES)) {
         run: events[0].id,
         input_tokens: 21,
         output_tokens: 3,
+        stop: "stop",
       });
       assertEquals(messages.at(-1)?.content, [{ type: "text", text: "Hello, world." }]);
       const [r] = server.requests;
@@ -104,6 +105,10 @@ for (const [name, wire] of Object.entries(WIRES)) {
       const out = await send(w, "read hello.txt");
       assertEquals(out.code, 0, out.stderr);
       const { events } = history(w.f, "m");
+      assertEquals(events.filter((e) => e.type === "usage").map((e) => e.stop), [
+        "tool_calls",
+        "stop",
+      ]);
       const call = events.find((e) => e.type === "tool_call");
       assertEquals([call?.name, call?.arguments], ["tsh", { args: ["fs.read", "hello.txt"] }]);
       const id = String(call?.id);
@@ -233,6 +238,7 @@ Deno.test("anthropic-messages: an error event inside a 200 stream (overloaded_er
     assertEquals((await send(w, "one")).code !== 0, true);
     const out = await send(w, "two");
     assertEquals([out.code, out.stdout.trim()], [0, "Hello"]);
+    assertEquals(history(w.f, "m").events.findLast((e) => e.type === "usage")?.stop, "length");
     const errors = history(w.f, "m").events.filter((e) => e.type === "error");
     assertEquals(errors.map((e) => e.code), ["EIO"]);
     assert(String(errors[0].message).includes("Overloaded"), String(errors[0].message));
