@@ -33,9 +33,10 @@ Deno.test("renderTemplate() appends the runtime contract to a template without i
   );
 });
 
-Deno.test("the default template uses every variable but model, session and cwd", () => {
+Deno.test("the default template uses every variable but model, session, cwd and current_time", () => {
   const used = PROMPT_VARS.filter((v) => DEFAULT_TEMPLATE.includes(`{{${v}}}`));
-  assertEquals(used, PROMPT_VARS.filter((v) => !["model", "session", "cwd"].includes(v)));
+  const not = ["model", "session", "cwd", "current_time"];
+  assertEquals(used, PROMPT_VARS.filter((v) => !not.includes(v)));
 });
 
 Deno.test("mergeRules() wraps each file under its path, marks cut files, and bounds the total", () => {

@@ -85,7 +85,7 @@ export function prompt(root: string, name: string, o: PromptArgs): number {
   let note = "";
   try {
     const a = admit({ system, history: turnsOf(past), current: [], tools }, window, agent.model);
-    history = Math.ceil(jsonBytes(a.messages.slice(1)) / 4);
+    history = Math.ceil((a.used - jsonBytes([system]) - jsonBytes(tools)) / 4);
     total = Math.ceil(a.used / 4);
     note = a.dropped ? ` (${a.dropped} older turns left out)` : "";
   } catch (e) {
