@@ -47,8 +47,15 @@ function apiError(e: unknown): ApiError | undefined {
     : undefined;
 }
 
-/** The delay before retry `n` (0-based): Retry-After seconds when given and bounded, else backoff. */
+/**
+ * The delay before retry `n` (0-based): `retry-after-ms` (as OpenAI and Anthropic send it), else
+ * Retry-After seconds, when given and bounded; else backoff.
+ */
 export function delayOf(n: number, headers?: Record<string, string>): number {
+  const ms = headers?.["retry-after-ms"];
+  if (ms !== undefined && /^\d+(\.\d+)?$/.test(ms.trim())) {
+    return Math.min(MAX_DELAY_MS, Math.round(Number(ms)));
+  }
   const after = headers?.["retry-after"];
   if (after !== undefined && /^\d+(\.\d+)?$/.test(after.trim())) {
     return Math.min(MAX_DELAY_MS, Math.round(Number(after) * 1000));
