@@ -32,8 +32,6 @@ export interface PromptInput {
   window?: number;
   /** The clock (default now). */
   now?: Date;
-  /** Stand-ins for blocks only a run has (`ctx agent prompt` without a run). */
-  placeholders?: { history?: string };
 }
 
 /** The rendered prompt and its blocks (for snapshots and per-category estimates). */
@@ -83,7 +81,7 @@ export function renderPrompt(x: PromptInput): Prompt {
     rules,
     skills,
     tool_injection: tools,
-    history_messages: x.placeholders?.history ?? HISTORY_NOTE,
+    history_messages: HISTORY_NOTE,
     runtime_contract: RUNTIME_CONTRACT,
   });
   return { system, rules, skills, skillList, tools, instructions };

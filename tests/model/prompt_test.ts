@@ -145,7 +145,20 @@ Deno.test("ctx agent prompt prints the rendered prompt (the real renderer) and p
       l.split("\t")[0]
     );
     assertEquals(cats, ["system", "agents_md", "skills", "tools", "history", "total"], out.stderr);
+    const est = (o: { stderr: string }, k: string) =>
+      Number(o.stderr.split("\n").find((l) => l.startsWith(`${k}\t`))?.split("\t")[1]);
+    assertEquals(est(out, "history"), 0);
     assertEquals(server.requests.length, 0);
+    // After one exchange the session's history is estimated with the same admission a run uses.
+    server.push(fixture("plain"));
+    assertEquals((await send(w, "x".repeat(400))).code, 0);
+    const after = await ctx(w.f, ["agent", "prompt", "m", "--session", "default"], { cwd: w.ws });
+    assertEquals(after.code, 0, after.stderr);
+    assert(est(after, "history") >= 100, after.stderr);
+    assertEquals(est(after, "total") > est(out, "total"), true);
+    // Exactly what the run sent, but for the clock line.
+    const sent = systemOf(server, 0).replace(/^Time: .*$/m, "");
+    assertEquals(after.stdout.replace(/^Time: .*$/m, ""), sent);
   } finally {
     await end(w, server);
   }
