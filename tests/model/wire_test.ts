@@ -246,3 +246,50 @@ Deno.test("anthropic-messages: an error event inside a 200 stream (overloaded_er
     await end(w, server);
   }
 });
+
+/** Live servers, when reachable: the same plain answer and tool call against the real API. */
+const LIVE: Record<string, string> = {
+  "openai-responses": "CTX_TEST_RESPONSES",
+  "anthropic-messages": "CTX_TEST_ANTHROPIC",
+};
+for (const [driver, env] of Object.entries(LIVE)) {
+  const base = Deno.env.get(`${env}_BASE_URL`);
+  const model = Deno.env.get(`${env}_MODEL`) ?? "";
+  const key = Deno.env.get(`${env}_API_KEY`);
+  const live = () => world({ baseURL: base ?? "" }, { driver, id: model, key, limit: 131072 });
+  Deno.test({
+    name: `${driver} live (${env}_BASE_URL, _MODEL, _API_KEY): a plain answer`,
+    ignore: !base || !model,
+    async fn() {
+      const w = await live();
+      try {
+        const out = await send(w, "Reply with the single word: pong");
+        assertEquals(out.code, 0, out.stderr);
+        const { events } = history(w.f, "m");
+        assertEquals(events.at(-1)?.status, "ok");
+        assert(events.some((e) => e.type === "usage"));
+      } finally {
+        await end(w);
+      }
+    },
+  });
+  Deno.test({
+    name: `${driver} live (${env}_BASE_URL, _MODEL, _API_KEY): one tool call reads hello.txt`,
+    ignore: !base || !model,
+    async fn() {
+      const w = await live();
+      try {
+        const out = await send(
+          w,
+          'Call the tsh tool with {"args":["fs.read","hello.txt"]}, then repeat the file content.',
+        );
+        assertEquals(out.code, 0, out.stderr);
+        const { events } = history(w.f, "m");
+        assert(events.some((e) => e.type === "tool_call"), JSON.stringify(events));
+        assert(out.stdout.includes("hello from the workspace"), out.stdout);
+      } finally {
+        await end(w);
+      }
+    },
+  });
+}

@@ -12,7 +12,6 @@ import {
   type Output,
   startDaemon,
 } from "../runtime/helpers.ts";
-import type { OpenAIServer } from "./openai_server.ts";
 
 /** One test's world. */
 export interface World {
@@ -49,8 +48,10 @@ export function addModel(
  * workspace with hello.txt, and a running daemon.
  */
 export async function world(
-  server: OpenAIServer,
+  server: { baseURL: string },
   o: {
+    /** The primary model's native id (default fixture-model). */
+    id?: string;
     limit?: number;
     fallback?: string[];
     more?: { ref: string; limit?: number; id?: string }[];
@@ -66,7 +67,7 @@ export async function world(
   for (const m of o.more ?? []) addModel(f, m.ref, { baseURL: server.baseURL, ...m });
   addModel(f, "fixture/chat", {
     baseURL: server.baseURL,
-    id: "fixture-model",
+    id: o.id ?? "fixture-model",
     limit: o.limit ?? 131072,
     fallback: o.fallback,
     driver: o.driver,
@@ -87,7 +88,7 @@ export async function world(
 }
 
 /** Stops the daemon and the server, removes the tree. */
-export async function end(w: World, server?: OpenAIServer): Promise<void> {
+export async function end(w: World, server?: { close(): Promise<void> }): Promise<void> {
   await w.d.stop();
   await server?.close();
   await cleanup(w.f);
