@@ -1,27 +1,17 @@
 /** Model-backed agents: the host renders the prompt, admits it to the window, streams the model (with fallback), runs its tool calls, records the outcome. */
 import { MAX_CALLS } from "../abi/envelope.ts";
-import { CtxError, toCtxError } from "../abi/errno.ts";
-import { effectiveTokens } from "../abi/window.ts";
-import {
-  type ChatMessage,
-  type Driver,
-  type ModelConfig,
-  modelFor,
-  type ModelToolCall,
-} from "../model/mod.ts";
+import { toCtxError } from "../abi/errno.ts";
+import type { ChatMessage, ModelToolCall } from "../model/mod.ts";
+import { candidatesOf } from "../model/fallback.ts";
 import { admit, turnsOf } from "../prompt/admit.ts";
-import { type Prompt, renderPrompt, skillsSnapshot } from "../prompt/render.ts";
-import { dirSource, type Source } from "../prompt/source.ts";
-import { loadedTools } from "../prompt/collect.ts";
-import { toolBlock } from "../abi/prompt.ts";
-import { loadModel } from "../store/agent.ts";
 import { offerTools } from "../prompt/offer.ts";
-import { readMessages, type SessionRef, writeSessionFile } from "../store/session.ts";
+import { readMessages, type SessionRef } from "../store/session.ts";
 import { type CallContext, executeCall } from "./call.ts";
-import type { AgentView } from "./view.ts";
+import { promptOf, snapshot } from "./prompt.ts";
 
 export { RUNTIME_CONTRACT } from "../abi/prompt.ts";
 export { type Offer, offerTools, TSH_TOOL } from "../prompt/offer.ts";
+export { toolContextOf } from "./prompt.ts";
 
 /** Text of a stored message's content (string or parts). */
 export function textOf(content: unknown): string {
@@ -72,107 +62,6 @@ export interface ModelRun extends CallContext {
   input: string;
   /** The run's cwd as the agent sees it (`/workspace/sub`). */
   cwd: string;
-}
-
-/** One model a run may use: the agent's model, then its `fallback` chain. */
-interface Candidate {
-  ref: string;
-  driver?: Driver;
-  config?: ModelConfig;
-  /** Effective window for this candidate (undefined: unknown). */
-  window?: number;
-  /** Why this candidate cannot be used at all (missing, no driver, window ineligible). */
-  fault?: CtxError;
-}
-
-/**
- * The candidates of a run: the agent's model, then each `fallback` of it, in order. Each is
- * resolved and checked against the agent's `window` (an explicit window needs a known limit at
- * least as large: seed "Context Window Control"); a candidate that fails keeps its error.
- */
-export function candidatesOf(root: string, agent: Pick<AgentView, "model" | "windowSetting">) {
-  const out: Candidate[] = [];
-  const one = (ref: string): Candidate => {
-    try {
-      const def = loadModel(root, ref);
-      const { driver, config } = modelFor(root, ref);
-      return {
-        ref: def.ref,
-        driver,
-        config,
-        window: effectiveTokens(agent.windowSetting, def.limit, def.ref),
-      };
-    } catch (e) {
-      return { ref, fault: toCtxError(e) };
-    }
-  };
-  const first = one(agent.model);
-  out.push(first);
-  let chain: string[] = [];
-  try {
-    chain = loadModel(root, agent.model).fallback;
-  } catch { /* the first candidate's fault says why */ }
-  for (const ref of chain) if (!out.some((c) => c.ref === ref)) out.push(one(ref));
-  return out;
-}
-
-/** The agent home and the workspace as prompt sources, read as the agent (nothing followed). */
-function placesOf(x: ModelRun): { home?: Source; workspace?: Source; cwd: string } {
-  const { agent, root } = x;
-  const id = { uid: agent.uid, gid: agent.gid, groups: agent.groups };
-  return {
-    home: dirSource(`${root}/home/${agent.uid}/agent/${agent.name}`, { at: "/home/agent", id }),
-    workspace: dirSource(`/proc/self/fd/${x.workspace.fd}`, { at: "/workspace", id }),
-    cwd: x.cwd,
-  };
-}
-
-/** Renders the run's first system message (system.md, template, AGENTS.md, skills, tools). */
-export function promptOf(x: ModelRun, window: number | undefined): Prompt {
-  const places = placesOf(x);
-  try {
-    return renderPrompt({
-      agent: x.agent.name,
-      model: x.agent.model,
-      session: x.session,
-      system: x.agent.system,
-      template: x.agent.template,
-      places,
-      window,
-    });
-  } finally {
-    places.home?.close();
-    places.workspace?.close();
-  }
-}
-
-/** The session's AGENTS.md and SKILLS.md load snapshots; best-effort, never the run's failure. */
-function snapshot(ref: SessionRef, prompt: Prompt): void {
-  try {
-    const rules = prompt.rules.endsWith("\n") ? prompt.rules : `${prompt.rules}\n`;
-    writeSessionFile(ref, "AGENTS.md", rules);
-    writeSessionFile(ref, "SKILLS.md", skillsSnapshot(prompt.skillList));
-  } catch { /* observability only */ }
-}
-
-/**
- * The envelope's `tool_context` for an executable agent: the tools `tsh load`/`tsh pin` put in
- * its context (the same block a model-backed prompt shows), or "" when none.
- */
-export function toolContextOf(root: string, agent: AgentView): string {
-  const id = { uid: agent.uid, gid: agent.gid, groups: agent.groups };
-  const home = dirSource(`${root}/home/${agent.uid}/agent/${agent.name}`, {
-    at: "/home/agent",
-    id,
-  });
-  try {
-    const tools = loadedTools(home);
-    return tools.length ? toolBlock(tools) : "";
-  } catch {
-    return ""; // a corrupt state file says so in `tsh loads`; the envelope stays valid
-  } finally {
-    home?.close();
-  }
 }
 
 /** Earlier user and assistant messages as whole turns (tool messages are left out: their calls are not kept). */
