@@ -13,7 +13,11 @@ function placesOf(x: ModelRun): { home?: Source; workspace?: Source; cwd: string
   const id = { uid: agent.uid, gid: agent.gid, groups: agent.groups };
   return {
     home: dirSource(`${root}/home/${agent.uid}/agent/${agent.name}`, { at: "/home/agent", id }),
-    workspace: dirSource(`/proc/self/fd/${x.workspace.fd}`, { at: "/workspace", id }),
+    // The connection closes its workspace fd when the client leaves (the number may then be
+    // reused): checked in the same synchronous step as the open, so the fd is still the client's.
+    workspace: x.run.origin.closed
+      ? undefined
+      : dirSource(`/proc/self/fd/${x.workspace.fd}`, { at: "/workspace", id }),
     cwd: x.cwd,
   };
 }
