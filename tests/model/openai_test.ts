@@ -246,6 +246,23 @@ Deno.test("openai-chat: quirky chunking (id/name first, arguments spread over ch
   }
 });
 
+Deno.test("openai-chat: a late name (first tool call chunk without function.name) still makes one call", async () => {
+  const server = new OpenAIServer();
+  server.push(fixture("late_name"), fixture("after_tool"));
+  const w = await world(server.baseURL);
+  try {
+    assertEquals((await send(w, "look")).code, 0);
+    const { events } = history(w.f, "m");
+    assertEquals(
+      events.filter((e) => e.type === "tool_call").map((e) => [e.id, e.name, e.arguments]),
+      [["call_fx_late", "tsh", { args: ["fs.read", "hello.txt"] }]],
+    );
+    assertEquals(events.at(-1)?.status, "ok");
+  } finally {
+    await end(w, server);
+  }
+});
+
 Deno.test("openai-chat: a 429 is retried (Retry-After honoured) and the second try answers", async () => {
   const server = new OpenAIServer();
   server.push(fixture("rate_limited"), fixture("plain"));
