@@ -100,6 +100,8 @@ export type Frame =
     ts: number;
   }
   | { type: "delta"; run: string; text: string }
+  /** The model's reasoning text, streamed as the provider sends it; never part of the answer. */
+  | { type: "reasoning_delta"; run: string; text: string }
   | { type: "message"; run: string; role: "assistant"; content: TextPart[]; truncated?: true }
   | {
     type: "message";

@@ -236,6 +236,12 @@ async function* once(
           yield { type: "delta", text: part.text };
         }
         break;
+      case "reasoning-delta":
+        if (part.text !== "") {
+          o.onOutput();
+          yield { type: "reasoning_delta", text: part.text };
+        }
+        break;
       case "tool-call":
         o.onOutput();
         yield {

@@ -138,6 +138,10 @@ export async function modelTurn(x: ModelRun): Promise<void> {
                 text += ev.text;
                 await run.emit({ type: "delta", text: ev.text });
                 break;
+              case "reasoning_delta":
+                output = true;
+                await run.emit({ type: "reasoning_delta", text: ev.text });
+                break;
               case "usage":
                 // Recorded with the turn's stop reason when the driver sends one (after usage).
                 if (usage) await run.emit(usage);

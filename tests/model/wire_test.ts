@@ -293,3 +293,30 @@ for (const [driver, env] of Object.entries(LIVE)) {
     },
   });
 }
+
+Deno.test("anthropic-messages: thinking streams as reasoning_delta frames, never part of the answer", async () => {
+  const server = new OpenAIServer({ path: "/v1/messages" });
+  const w = await world(server, { driver: "anthropic-messages" });
+  server.push(fixture("thinking", "anthropic"));
+  try {
+    const out = await send(w, "hi");
+    assertEquals([out.code, out.stdout.trim()], [0, "Hello, world."], out.stderr);
+    const { events, messages } = history(w.f, "m");
+    assertEquals(types(events), [
+      "start",
+      "reasoning_delta",
+      "reasoning_delta",
+      "delta",
+      "usage",
+      "message",
+      "done",
+    ]);
+    assertEquals(
+      events.filter((e) => e.type === "reasoning_delta").map((e) => e.text).join(""),
+      "The user wants a greeting.",
+    );
+    assertEquals(messages.at(-1)?.content, [{ type: "text", text: "Hello, world." }]);
+  } finally {
+    await end(w, server);
+  }
+});
