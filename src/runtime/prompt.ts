@@ -3,7 +3,7 @@ import { toolBlock } from "../abi/prompt.ts";
 import { loadedTools } from "../prompt/collect.ts";
 import { type Prompt, renderPrompt, skillsSnapshot } from "../prompt/render.ts";
 import { dirSource, type Source } from "../prompt/source.ts";
-import { type SessionRef, writeSessionFile } from "../store/session.ts";
+import { readSessionFile, type SessionRef, writeSessionFiles } from "../store/session.ts";
 import type { ModelRun } from "./host.ts";
 import type { AgentView } from "./view.ts";
 
@@ -44,9 +44,15 @@ export function promptOf(x: ModelRun, window: number | undefined): Prompt {
 /** The session's AGENTS.md and SKILLS.md load snapshots; best-effort, never the run's failure. */
 export function snapshot(ref: SessionRef, prompt: Prompt): void {
   try {
-    const rules = prompt.rules.endsWith("\n") ? prompt.rules : `${prompt.rules}\n`;
-    writeSessionFile(ref, "AGENTS.md", rules);
-    writeSessionFile(ref, "SKILLS.md", skillsSnapshot(prompt.skillList));
+    const want: Record<string, string> = {
+      "AGENTS.md": prompt.rules.endsWith("\n") ? prompt.rules : `${prompt.rules}\n`,
+      "SKILLS.md": skillsSnapshot(prompt.skillList),
+    };
+    // Only what changed is replaced: most runs rewrite nothing (and pay no fsync for it).
+    const changed = Object.fromEntries(
+      Object.entries(want).filter(([name, text]) => readSessionFile(ref, name) !== text),
+    );
+    if (Object.keys(changed).length) writeSessionFiles(ref, changed);
   } catch { /* observability only */ }
 }
 
