@@ -1,6 +1,6 @@
 /** Fallback end to end: the agent's model, then its `fallback` chain; each failed candidate is an auditable recoverable error. */
 import { assertEquals } from "../assert.ts";
-import { history } from "../runtime/helpers.ts";
+import { ctx, history } from "../runtime/helpers.ts";
 import { fixture, OpenAIServer } from "./openai_server.ts";
 import { end, send, types, world } from "./world.ts";
 
@@ -28,6 +28,14 @@ Deno.test("fallback: a provider failure (401 EACCES) moves to the next candidate
     assertEquals(events.at(-1)?.status, "ok");
     assertEquals(server.requests.map((r) => r.body.model), ["fixture-model", "backup-model"]);
     assertEquals(messages.map((m) => m.role), ["user", "assistant"]);
+    // The run's outcome is the answer: the candidate's error is not its errno.
+    const h = await ctx(w.f, ["agent", "history", "m", "--json"]);
+    assertEquals(
+      JSON.parse(h.stdout).map((
+        r: { status: string; errno: string | null },
+      ) => [r.status, r.errno]),
+      [["ok", null]],
+    );
   } finally {
     await end(w, server);
   }
