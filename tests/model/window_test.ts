@@ -76,3 +76,31 @@ Deno.test("window: a request that cannot fit even without history is E2BIG: no m
     await end(w, server);
   }
 });
+
+Deno.test("window: admission is checked before every model call of a run: a tool result that outgrows the window ends the run E2BIG after the call", async () => {
+  const server = new OpenAIServer();
+  server.push(fixture("plain"), fixture("tool_call"));
+  const w = await world(server);
+  try {
+    Deno.writeTextFileSync(`${w.ws}/hello.txt`, "y".repeat(12_000));
+    assertEquals((await send(w, "probe")).code, 0);
+    const system = {
+      role: "system",
+      content: String(server.requests[0].body.messages?.[0].content),
+    };
+    const fixed = jsonBytes([system, { role: "user", content: "read it" }]) +
+      jsonBytes([TSH_TOOL]);
+    let window = 1;
+    while (promptBudget(window) < fixed + 2000) window++;
+    replaceFile(`${w.f.root}/agent/m.d/window`, `${window}\n`);
+    const out = await send(w, "read it");
+    assertEquals(out.code !== 0, true);
+    const { events } = history(w.f, "m");
+    const run = events.filter((e) => e.run === events.findLast((x) => x.type === "start")?.id);
+    assertEquals(types(run), ["start", "usage", "tool_call", "message", "error", "done"]);
+    assertEquals(run[4].code, "E2BIG");
+    assertEquals(server.requests.length, 2); // the request with the big result was never sent
+  } finally {
+    await end(w, server);
+  }
+});
