@@ -95,6 +95,8 @@ export type Frame =
     ts: number;
   }
   | { type: "delta"; run: string; text: string }
+  /** The model's reasoning text, streamed as the provider sends it; never part of the answer. */
+  | { type: "reasoning_delta"; run: string; text: string }
   | { type: "message"; run: string; role: "assistant"; content: TextPart[]; truncated?: true }
   | {
     type: "message";
@@ -114,8 +116,26 @@ export type Frame =
     decision: "allow_once" | "deny";
     reason: string;
   }
-  | { type: "usage"; run: string; input_tokens: number; output_tokens: number }
-  | { type: "error"; run?: string; id?: string; code: string; message: string; tool?: string }
+  | {
+    type: "usage";
+    run: string;
+    input_tokens: number;
+    output_tokens: number;
+    /** Why the model turn ended: stop, length, tool_calls, content_filter, other. */
+    stop?: string;
+  }
+  | {
+    type: "error";
+    run?: string;
+    id?: string;
+    code: string;
+    message: string;
+    tool?: string;
+    /** The fallback candidate this error is about (with `recoverable`: the run goes on). */
+    model?: string;
+    /** A non-terminal error: the run continues (a failed fallback candidate). */
+    recoverable?: true;
+  }
   | { type: "cancel"; run: string; ts: number }
   | { type: "done"; run: string; status: RunStatus; ts: number };
 

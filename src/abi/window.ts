@@ -64,3 +64,22 @@ export function effectiveTokens(window: Window, limit: Limit, model?: string): n
   checkWindow(window, limit, model);
   return window;
 }
+
+/** Output tokens reserved from a known window: min(4096, max(1, floor(n/4))) (seed). */
+export function outputReserve(tokens: number): number {
+  return Math.min(4096, Math.max(1, Math.floor(tokens / 4)));
+}
+
+/**
+ * Bytes of serialized request a known window admits: 4 characters per token of the window, minus
+ * 4 per reserved output token (`n*4 - 4*reserve`); the JSON's UTF-8 length is charged against it.
+ */
+export function promptBudget(tokens: number): number {
+  return tokens * 4 - 4 * outputReserve(tokens);
+}
+
+/** The skills block's share: 2% of the window's characters, at most 8,000; 8,000 when unknown. */
+export function skillBudget(tokens: number | undefined): number {
+  if (tokens === undefined) return 8000;
+  return Math.min(8000, Math.floor((tokens * 4 * 2) / 100));
+}

@@ -43,6 +43,20 @@ export function addAgentCommands(
         console.log(path);
       })
     );
+  agent
+    .command("prompt")
+    .description(
+      "print the system prompt a run would send now (the runtime's renderer), with token estimates",
+    )
+    .argument("<name>", "agent name")
+    .option("-s, --session <name>", "session whose history is estimated (default: current)")
+    .option("--cwd <path>", "cwd inside the agent view (default: the agent's cwd control)")
+    .action((name: string, o: { session?: string; cwd?: string }) =>
+      guarded(`agent/${name}`, async () => {
+        const { prompt } = await import("./prompt.ts");
+        Deno.exitCode = prompt(ctx.root(), name, o);
+      })
+    );
   // Later subcommands (chat send resume cancel history tsh watch attach start stop ...) go here.
   for (const add of extra) add(agent, ctx);
   return agent;

@@ -41,7 +41,8 @@ export function summarize(dir: string): RunSummary[] {
     const s = runs.get(id);
     if (!s) continue;
     if (e.type === "tool_call") s.tool_calls++;
-    else if (e.type === "error") s.errno = String(e.code);
+    // A recoverable error (a failed fallback candidate) is not the run's outcome.
+    else if (e.type === "error" && e.recoverable !== true) s.errno = String(e.code);
     else if (e.type === "done") {
       s.status = String(e.status);
       s.duration = Math.max(0, Number(e.ts ?? s.started) - s.started);

@@ -101,8 +101,11 @@ export async function follow(client: AgentClient, options: FollowOptions = {}): 
         break;
       }
       case "error":
-        if (f.run) out.errno = f.code; // a run error; `done` follows
-        else if (options.id !== undefined && f.id === options.id) {
+        if (f.run) {
+          // A run error; `done` follows. A recoverable one (a failed fallback candidate) is not
+          // the outcome.
+          if (f.recoverable !== true) out.errno = f.code;
+        } else if (options.id !== undefined && f.id === options.id) {
           return { ...out, status: "error", errno: f.code }; // our request failed: no run follows
         } else if (f.id === undefined) stray = f.code;
         break;

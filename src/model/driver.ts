@@ -26,6 +26,7 @@ export type StopReason = "stop" | "length" | "tool_calls" | "content_filter" | "
 /** What a driver streams back (the host adds `run` and records them). */
 export type ModelEvent =
   | { type: "delta"; text: string }
+  | { type: "reasoning_delta"; text: string }
   | { type: "usage"; input_tokens: number; output_tokens: number }
   | { type: "tool_call"; id: string; name: string; arguments: Record<string, unknown> }
   | { type: "finish"; reason: StopReason };

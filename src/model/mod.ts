@@ -5,7 +5,9 @@ import { CtxError } from "../abi/errno.ts";
 import { readControl, resolveModel } from "../store/agent.ts";
 import type { Driver, ModelConfig } from "./driver.ts";
 import { echoDriver } from "./echo.ts";
+import { anthropicMessagesDriver } from "./anthropic.ts";
 import { openaiChatDriver } from "./openai.ts";
+import { openaiResponsesDriver } from "./responses.ts";
 import { scriptDriver } from "./script.ts";
 
 export type {
@@ -27,6 +29,8 @@ export const DRIVERS: Readonly<Record<string, Driver>> = {
   debug: echoDriver,
   "debug-script": scriptDriver,
   "openai-chat": openaiChatDriver,
+  "openai-responses": openaiResponsesDriver,
+  "anthropic-messages": anthropicMessagesDriver,
 };
 
 /** A model object resolved for an agent-owned call: its driver and its configuration. */

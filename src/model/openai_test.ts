@@ -44,6 +44,8 @@ Deno.test("delayOf() doubles from 200 ms, honours a numeric Retry-After, never w
   assertEquals(delayOf(0, { "retry-after": "600" }), MAX_DELAY_MS);
   assertEquals(delayOf(1, { "retry-after": "Wed, 21 Oct 2015 07:28:00 GMT" }), 400);
   assertEquals(delayOf(10), MAX_DELAY_MS);
+  assertEquals(delayOf(0, { "retry-after-ms": "150", "retry-after": "1" }), 150);
+  assertEquals(delayOf(0, { "retry-after-ms": "soon", "retry-after": "1" }), 1000);
 });
 
 Deno.test("mapError() keeps the status's errno and never repeats the key", () => {

@@ -1,10 +1,17 @@
-/** Model-backed agents: the host renders messages, streams the driver, runs its tool calls, records the outcome. */
+/** Model-backed agents: the host renders the prompt, admits it to the window, streams the model (with fallback), runs its tool calls, records the outcome. */
 import { MAX_CALLS } from "../abi/envelope.ts";
 import { toCtxError } from "../abi/errno.ts";
-import { type ChatMessage, modelFor, type ModelToolCall, type ToolSpec } from "../model/mod.ts";
-import { loadTool } from "../store/agent.ts";
+import type { ChatMessage, ModelToolCall } from "../model/mod.ts";
+import { candidatesOf } from "../model/fallback.ts";
+import { admit, turnsOf } from "../prompt/admit.ts";
+import { offerTools } from "../prompt/offer.ts";
 import { readMessages, type SessionRef } from "../store/session.ts";
 import { type CallContext, executeCall } from "./call.ts";
+import { promptOf, snapshot } from "./prompt.ts";
+
+export { RUNTIME_CONTRACT } from "../abi/prompt.ts";
+export { type Offer, offerTools, TSH_TOOL } from "../prompt/offer.ts";
+export { toolContextOf } from "./prompt.ts";
 
 /** Text of a stored message's content (string or parts). */
 export function textOf(content: unknown): string {
@@ -48,114 +55,132 @@ export function historyOf(ref: SessionRef, run: string, maxBytes: number): Histo
   return out;
 }
 
-/** The runtime contract every model-backed run's system message states (seed "Prompt Runtime"). */
-export const RUNTIME_CONTRACT = [
-  "Your only native callable tool is tsh.",
-  "Other CortexFS tools are discovered, loaded, pinned, and invoked through tsh.",
-  "Prompt text and skill metadata do not grant permissions.",
-].join("\n");
+const ID = /^[\x21-\x7e]{1,128}$/;
 
-/** The native `tsh` tool as offered to a model. */
-export const TSH_TOOL: ToolSpec = {
-  name: "tsh",
-  description: "Run one CortexFS tool shell command. args is its argv, e.g. " +
-    '["fs.read","notes.txt"], ["fs.list","."], ["tools"], ["help"]. The workspace is the cwd.',
-  parameters: {
-    type: "object",
-    properties: { args: { type: "array", items: { type: "string" } } },
-    required: ["args"],
-    additionalProperties: false,
-  },
-};
+/** Inputs of one model-backed run: the same call context as an executable agent's, plus the input and cwd. */
+export interface ModelRun extends CallContext {
+  input: string;
+  /** The run's cwd as the agent sees it (`/workspace/sub`). */
+  cwd: string;
+}
 
-/** Tools offered to a model: `tsh`, then `.d/tools` declarations, each under a wire-safe name. */
-export interface Offer {
-  specs: ToolSpec[];
-  /** Wire name -> the tool's real name (`fs_read` -> `fs.read`). */
-  names: Map<string, string>;
+/** Earlier user and assistant messages as whole turns (tool messages are left out: their calls are not kept). */
+function historyTurns(ref: SessionRef, run: string): ChatMessage[][] {
+  const all = historyOf(ref, run, Infinity).filter((m) => m.role !== "tool");
+  return turnsOf(all as ChatMessage[]);
 }
 
 /**
- * The tools a model-backed run offers: `tsh` and the agent's direct-native declarations (names
- * made `[A-Za-z0-9_-]`, a clash dropped; schema and description from `tool/<name>.d/` when the
- * system tool exists, else an open object). Offering grants nothing: every call is authorized
- * afresh by executeCall.
+ * Runs one host-driven model-backed run to its outcome. The prompt is rendered fresh
+ * (src/prompt), then every model call goes to the first candidate that can take it: the agent's
+ * model, then its `fallback` chain; a candidate that is missing, window-ineligible, cannot admit
+ * the request (E2BIG), or fails before any output is recorded as a recoverable `error` frame
+ * naming it (when another candidate follows) and is not asked again in this run. The user message
+ * is recorded once the first request is admitted: a run that no candidate can take records only
+ * its error. At most MAX_CALLS tool calls.
  */
-export function offerTools(root: string, declared: readonly string[]): Offer {
-  const specs = [TSH_TOOL];
-  const names = new Map([["tsh", "tsh"]]);
-  for (const real of declared) {
-    const wire = real.replace(/[^A-Za-z0-9_-]/g, "_").slice(0, 64);
-    if (names.has(wire)) continue;
-    let description = `The CortexFS tool ${real}.`;
-    let parameters: Record<string, unknown> = { type: "object" };
-    try {
-      const t = loadTool(`${root}/tool`, real);
-      description = t.description.trim();
-      parameters = t.schema as Record<string, unknown>;
-    } catch { /* not a system tool: the call itself says why it fails */ }
-    names.set(wire, real);
-    specs.push({ name: wire, description, parameters });
-  }
-  return { specs, names };
-}
-
-const ID = /^[\x21-\x7e]{1,128}$/;
-
-/** Inputs of one model-backed run: the same call context as an executable agent's, plus the input. */
-export interface ModelRun extends CallContext {
-  input: string;
-}
-
-/** Runs one host-driven model-backed run to its outcome: model turns and tool calls, at most MAX_CALLS. */
 export async function modelTurn(x: ModelRun): Promise<void> {
   const { run, agent, root } = x;
   const seen = new Set<string>();
   try {
-    const { driver, config } = modelFor(root, agent.model);
+    const candidates = candidatesOf(root, agent);
+    const prompt = promptOf(x, candidates.find((c) => !c.fault)?.window);
     const offer = offerTools(root, agent.tools);
-    const messages: ChatMessage[] = [
-      {
-        role: "system",
-        content: `You are the CortexFS agent ${agent.name}.\n\n${RUNTIME_CONTRACT}`,
-      },
-      // Earlier tool messages are left out: without their calls no provider accepts them.
-      ...historyOf(run.ref, run.id, 64 * 1024).filter((m) => m.role !== "tool") as ChatMessage[],
-      { role: "user", content: x.input },
-    ];
+    const system: ChatMessage = { role: "system", content: prompt.system };
+    const history = historyTurns(run.ref, run.id);
+    const current: ChatMessage[] = [{ role: "user", content: x.input }];
+    let recorded = false;
+    let from = 0;
     for (;;) {
       let text = "";
-      const calls: ModelToolCall[] = [];
-      for await (
-        const ev of driver.stream({
-          model: agent.model,
-          config,
-          messages,
-          tools: offer.specs,
-          caller: { root, agent: agent.name, uid: agent.uid, gid: agent.gid, groups: agent.groups },
-          signal: run.abort.signal,
-        })
-      ) {
-        if (run.finished) return;
-        switch (ev.type) {
-          case "delta":
-            text += ev.text;
-            await run.emit({ type: "delta", text: ev.text });
-            break;
-          case "usage":
-            await run.emit(ev);
-            break;
-          case "tool_call": {
-            // The host names each call: a provider's id is kept when fresh, else one is made.
-            let id = ev.id;
-            if (!ID.test(id) || seen.has(id) || calls.some((c) => c.id === id)) {
-              id = `call-${seen.size + calls.length + 1}`;
-            }
-            calls.push({ id, name: ev.name, arguments: ev.arguments });
-            break;
+      let calls: ModelToolCall[] = [];
+      for (let i = from;; i++) {
+        const c = candidates[i];
+        const last = i === candidates.length - 1;
+        text = "";
+        calls = [];
+        let output = false;
+        let usage: { type: "usage"; input_tokens: number; output_tokens: number } | undefined;
+        try {
+          if (c.fault) throw c.fault;
+          const { messages } = admit(
+            { system, history, current, tools: offer.specs },
+            c.window,
+            c.ref,
+          );
+          if (!recorded) {
+            recorded = true;
+            run.message({ role: "user", content: x.input });
+            snapshot(run.ref, prompt);
           }
-          case "finish":
-            break;
+          // deno-lint-ignore no-non-null-assertion
+          const driver = c.driver!; // a candidate without a fault was resolved
+          for await (
+            const ev of driver.stream({
+              model: c.ref,
+              config: c.config,
+              messages,
+              tools: offer.specs,
+              caller: {
+                root,
+                agent: agent.name,
+                uid: agent.uid,
+                gid: agent.gid,
+                groups: agent.groups,
+              },
+              signal: run.abort.signal,
+            })
+          ) {
+            if (run.finished) return;
+            switch (ev.type) {
+              case "delta":
+                output = true;
+                text += ev.text;
+                await run.emit({ type: "delta", text: ev.text });
+                break;
+              case "reasoning_delta":
+                output = true;
+                await run.emit({ type: "reasoning_delta", text: ev.text });
+                break;
+              case "usage":
+                // Recorded with the turn's stop reason when the driver sends one (after usage).
+                if (usage) await run.emit(usage);
+                usage = ev;
+                break;
+              case "tool_call": {
+                output = true;
+                // The host names each call: a provider's id is kept when fresh, else one is made.
+                let id = ev.id;
+                if (!ID.test(id) || seen.has(id) || calls.some((k) => k.id === id)) {
+                  id = `call-${seen.size + calls.length + 1}`;
+                }
+                calls.push({ id, name: ev.name, arguments: ev.arguments });
+                break;
+              }
+              case "finish":
+                if (usage) await run.emit({ ...usage, stop: ev.reason });
+                usage = undefined;
+                break;
+            }
+          }
+          if (usage) await run.emit(usage);
+          from = i;
+          break;
+        } catch (e) {
+          if (run.finished) return;
+          const err = toCtxError(e);
+          // Output already shown cannot be taken back: no other candidate answers this turn.
+          if (output || last) {
+            const named = candidates.length > 1 ? `model ${c.ref}: ` : "";
+            return run.fail(err.errno, `${named}${err.message}`);
+          }
+          await run.emit({
+            type: "error",
+            code: err.errno,
+            message: `model ${c.ref} failed; trying ${candidates[i + 1].ref}: ${err.message}`,
+            model: c.ref,
+            recoverable: true,
+          });
         }
       }
       if (run.finished) return;
@@ -165,7 +190,7 @@ export async function modelTurn(x: ModelRun): Promise<void> {
         await run.emit({ type: "message", role: "assistant", content });
         return run.finish("ok", { latest: text });
       }
-      messages.push({ role: "assistant", content: text, tool_calls: calls });
+      current.push({ role: "assistant", content: text, tool_calls: calls });
       for (const call of calls) {
         if (seen.size >= MAX_CALLS) {
           return run.fail("E2BIG", `more than ${MAX_CALLS} tool calls in one run`);
@@ -177,7 +202,7 @@ export async function modelTurn(x: ModelRun): Promise<void> {
         const content = obs.status === "ok"
           ? obs.content
           : `error${errno ? ` ${errno}` : ""}: ${obs.content}`;
-        messages.push({ role: "tool", tool_call_id: call.id, name: call.name, content });
+        current.push({ role: "tool", tool_call_id: call.id, name: call.name, content });
       }
     }
   } catch (e) {

@@ -22,7 +22,7 @@ import { executeCall } from "./call.ts";
 import type { Conn } from "./conn.ts";
 import { execLoop } from "./exec.ts";
 import { groupsDir } from "./groups.ts";
-import { historyOf, modelTurn, textOf } from "./host.ts";
+import { historyOf, modelTurn, textOf, toolContextOf } from "./host.ts";
 import type { Presence } from "./presence.ts";
 import { newRunId, Run } from "./recorder.ts";
 import type { ToolHost } from "./tools.ts";
@@ -243,7 +243,9 @@ export async function opSend(ctx: OpContext, conn: Conn, name: string, req: Send
     "send",
     payload,
     async (run) => {
-      run.message({ role: "user", content: req.input });
+      // A model-backed run records the user message itself, once its first request is admitted
+      // to the window: a request no model can take records only its error.
+      if (agent.exec) run.message({ role: "user", content: req.input });
       // Model-backed or executable, tool calls take the same path with the same context.
       const call = {
         run,
@@ -260,7 +262,7 @@ export async function opSend(ctx: OpContext, conn: Conn, name: string, req: Send
       };
       if (!agent.exec) {
         run.activate();
-        return modelTurn({ ...call, input: req.input });
+        return modelTurn({ ...call, input: req.input, cwd });
       }
       const history = JSON.stringify(historyOf(run.ref, run.id, 60 * 1024));
       await execLoop({
@@ -269,7 +271,7 @@ export async function opSend(ctx: OpContext, conn: Conn, name: string, req: Send
         log: (lines) => ctx.presence.log(agent.name, lines),
         input: req.input,
         history,
-        toolContext: "",
+        toolContext: toolContextOf(ctx.root, agent),
       });
     },
   );

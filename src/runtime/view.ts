@@ -18,6 +18,8 @@ export interface AgentView extends
     | "approval"
     | "tools"
     | "cwd"
+    | "system"
+    | "template"
   > {
   /** Host path of the executable entry `agent/<name>`. */
   entry: string;
@@ -25,6 +27,8 @@ export interface AgentView extends
   exec: boolean;
   /** Effective window in tokens, undefined when unknown. */
   window?: number;
+  /** The `window` setting itself (each fallback candidate is checked against it). */
+  windowSetting: AgentDef["window"];
 }
 
 const RUNNER = "#!/usr/bin/cortexfs-object-runner";
@@ -58,6 +62,9 @@ export function readAgent(root: string, name: string): AgentView {
     approval: def.approval,
     tools: def.tools,
     cwd: def.cwd,
+    system: def.system,
+    template: def.template,
+    windowSetting: def.window,
     entry,
     exec: head(entry) !== RUNNER,
     window,

@@ -1,4 +1,5 @@
 /** Loads agent, model and tool definitions from a tree, re-reading and parsing every control fresh. */
+import { catalogLimit } from "../abi/catalog.ts";
 import {
   type Abi,
   AGENT_CONTROLS,
@@ -275,6 +276,18 @@ export function loadAgent(root: string, name: string, options: LoadAgentOptions 
   };
 }
 
+/**
+ * A model's known limit, by precedence: its `limit` control (host configuration, root's), then
+ * the built-in catalog under `<provider>/<id>` (`id` control, else the model component), then
+ * `unknown`.
+ */
+export function knownLimit(dir: string, provider: string, model: string): Limit {
+  const own = readControl<Limit>(dir, "limit", MODEL_CONTROLS.limit);
+  if (own !== undefined) return own;
+  const id = readControl<string>(dir, "id", MODEL_CONTROLS.id) ?? model;
+  return catalogLimit(provider, id) ?? "unknown";
+}
+
 /** Loads model `ref` (`<provider>/<model>` or an alias) from the tree at `root`. */
 export function loadModel(root: string, ref: string): ModelDef {
   const real = resolveModel(root, ref);
@@ -286,7 +299,7 @@ export function loadModel(root: string, ref: string): ModelDef {
     provider,
     model,
     dir,
-    limit: get<Limit>("limit") ?? "unknown",
+    limit: knownLimit(dir, provider, model),
     driver: need<Driver>(dir, "driver", MODEL_CONTROLS),
     cap: get<string[]>("cap") ?? [],
     fallback: get<string[]>("fallback") ?? [],

@@ -274,3 +274,29 @@ Deno.test("effectiveWindow(): auto follows the model, a number is kept, an unfit
       "window 4096 needs a known limit, but test/full has limit unknown",
     ]);
   }));
+
+Deno.test("loadModel() limit precedence: the model's limit control, then the built-in catalog by <provider>/<id>, then unknown", () => {
+  const root = Deno.makeTempDirSync();
+  try {
+    write(root, {
+      "model/openai/mini.d/driver": "openai-chat\n",
+      "model/openai/mini.d/id": "gpt-4o-mini\n",
+      "model/openai/gpt-4o.d/driver": "openai-chat\n",
+      "model/openai/own.d/driver": "openai-chat\n",
+      "model/openai/own.d/id": "gpt-4o-mini\n",
+      "model/openai/own.d/limit": "1000\n",
+      "model/openai/own2.d/driver": "openai-chat\n",
+      "model/openai/own2.d/id": "gpt-4o-mini\n",
+      "model/openai/own2.d/limit": "unknown\n",
+      "model/local/gpt-4o.d/driver": "openai-chat\n",
+    });
+    for (const m of ["openai/mini", "openai/gpt-4o", "openai/own", "openai/own2", "local/gpt-4o"]) {
+      Deno.writeTextFileSync(`${root}/model/${m}`, "");
+    }
+    const limits = ["openai/mini", "openai/gpt-4o", "openai/own", "openai/own2", "local/gpt-4o"]
+      .map((m) => loadModel(root, m).limit);
+    assertEquals(limits, [128000, 128000, 1000, "unknown", "unknown"]);
+  } finally {
+    Deno.removeSync(root, { recursive: true });
+  }
+});

@@ -10,7 +10,6 @@ import {
   isSecretControl,
   type Limit,
   MAX_CONTROL_BYTES,
-  MODEL_CONTROLS,
   quote,
   toCtxError,
   type Window,
@@ -18,7 +17,7 @@ import {
 import { tempTarget } from "../abi/names.ts";
 import { asUser, type FsId } from "../sys/fsid.ts";
 import { replaceFile } from "./atomic.ts";
-import { readControl, resolveModel } from "./agent.ts";
+import { knownLimit, readControl, resolveModel } from "./agent.ts";
 
 /** Which control an ABI path names. */
 export interface ControlRef {
@@ -132,8 +131,8 @@ function authorizeValue(ref: ControlRef, value: unknown, uid: number): void {
 /** The known limit of model `ref` as seen from the tree (ENOENT when the model does not exist). */
 function limitOf(root: string, ref: string): { real: string; limit: Limit } {
   const real = resolveModel(root, ref);
-  const limit = readControl<Limit>(`${root}/model/${real}.d`, "limit", MODEL_CONTROLS.limit);
-  return { real, limit: limit ?? "unknown" };
+  const [provider, model] = real.split("/");
+  return { real, limit: knownLimit(`${root}/model/${real}.d`, provider, model) };
 }
 
 /** Invariants that involve more than the written file. */

@@ -1,5 +1,6 @@
 /** The tree's shape by migration: the initial tree (v1: root, model, tools, default agent), tsh's config (v2). */
 import { CtxError, toCtxError } from "../abi/errno.ts";
+import { DEFAULT_TEMPLATE } from "../abi/prompt.ts";
 import { BUILTIN_TOOLS, toolEntry, toolPolicy } from "../abi/builtin.ts";
 import { parseTshConfig } from "../abi/tshconfig.ts";
 import { ensureDir, replaceFile, syncDir } from "./atomic.ts";
@@ -27,36 +28,8 @@ export interface TreeContext {
   now: number;
 }
 
-/** The default first-system-message template (`prompt.template.md`); variables per spec-digest 11. */
-export const DEFAULT_TEMPLATE = `# CortexFS Agent System Prompt
-
-Time: {{current_time_unix}}
-Agent: {{agent}}
-
-## Runtime Contract
-
-{{runtime_contract}}
-
-## AGENT Instructions
-
-{{agent_instructions}}
-
-## Rules
-
-{{rules}}
-
-## Skills
-
-{{skills}}
-
-## Tool Injection
-
-{{tool_injection}}
-
-## History Messages
-
-{{history_messages}}
-`;
+/** The default first-system-message template (`prompt.template.md` of a new agent). */
+export { DEFAULT_TEMPLATE };
 
 /** `model/<p>/<m>` metadata text: the keys of spec-digest 4 (one-shot exec metadata). */
 export function modelEntry(

@@ -39,14 +39,17 @@ export function readState(home: string): TshState {
     if (e instanceof Deno.errors.NotFound) return { version: 1, clock: 0, loaded: [] };
     throw e;
   }
+  return parseState(text, statePath(home));
+}
+
+/** Parses a state file's text; a corrupt one is EIO naming `path`. */
+export function parseState(text: string, path: string): TshState {
   try {
     const s = JSON.parse(text);
     if (s?.version !== 1 || !Array.isArray(s.loaded)) throw new Error("bad shape");
     return s;
   } catch (e) {
-    throw new CtxError("EIO", `tsh state is corrupt: ${(e as Error).message}`, {
-      path: statePath(home),
-    });
+    throw new CtxError("EIO", `tsh state is corrupt: ${(e as Error).message}`, { path });
   }
 }
 

@@ -1,27 +1,35 @@
-/** A local OpenAI Chat Completions server for tests: replays recorded SSE shapes from tests/fixtures/openai/. */
+/** A local model server for tests: replays recorded SSE shapes from tests/fixtures/<wire>/ (Chat Completions, Responses, Anthropic Messages). */
 
-const FIXTURES = new URL("../fixtures/openai/", import.meta.url).pathname;
+const FIXTURES = new URL("../fixtures/", import.meta.url).pathname;
 
-/** One recorded reply: a JSON error (`status` + `body`) or an SSE stream of `chunks`. */
+/**
+ * One recorded reply: a JSON error (`status` + `body`); an SSE stream of `chunks` (Chat
+ * Completions: `data:` lines, then `data: [DONE]`); or of `events` (Responses and Anthropic:
+ * `event: <type>` and `data:` lines, no `[DONE]`, the stream just ends).
+ */
 export interface Reply {
   status: number;
   headers?: Record<string, string>;
   body?: unknown;
   chunks?: unknown[];
+  events?: { type: string }[];
   /** Keep the stream open after the chunks (no `[DONE]`), until the client goes away. */
   hold?: boolean;
 }
 
-/** Loads `tests/fixtures/openai/<name>.json`. */
-export function fixture(name: string): Reply {
-  return JSON.parse(Deno.readTextFileSync(`${FIXTURES}${name}.json`));
+/** Loads `tests/fixtures/<wire>/<name>.json` (wire: openai, responses, anthropic). */
+export function fixture(name: string, wire = "openai"): Reply {
+  return JSON.parse(Deno.readTextFileSync(`${FIXTURES}${wire}/${name}.json`));
 }
 
 /** What the server saw of one request. */
 export interface Seen {
   path: string;
   authorization: string | null;
+  /** The `x-api-key` header (Anthropic). */
+  apiKey: string | null;
   body: {
+    [k: string]: unknown;
     model?: string;
     stream?: boolean;
     stream_options?: unknown;
@@ -30,8 +38,10 @@ export interface Seen {
   };
 }
 
-/** A running fixture server answering each POST .../chat/completions with the next queued reply. */
+/** A running fixture server answering each POST to its path with the next queued reply. */
 export class OpenAIServer {
+  /** The path requests must use (`/v1/chat/completions`, `/v1/responses`, `/v1/messages`). */
+  readonly path: string;
   readonly requests: Seen[] = [];
   /** Resolves when a held stream was cancelled by the client closing the connection. */
   readonly closed: Promise<void>;
@@ -40,7 +50,8 @@ export class OpenAIServer {
   #server: Deno.HttpServer<Deno.NetAddr>;
   #closed!: () => void;
 
-  constructor() {
+  constructor(options: { path?: string } = {}) {
+    this.path = options.path ?? "/v1/chat/completions";
     this.closed = new Promise((r) => (this.#closed = r));
     this.#server = Deno.serve(
       { hostname: "127.0.0.1", port: 0, onListen() {} },
@@ -61,14 +72,19 @@ export class OpenAIServer {
   async #answer(req: Request): Promise<Response> {
     const path = new URL(req.url).pathname;
     const body = await req.json().catch(() => ({}));
-    this.requests.push({ path, authorization: req.headers.get("authorization"), body });
+    this.requests.push({
+      path,
+      authorization: req.headers.get("authorization"),
+      apiKey: req.headers.get("x-api-key"),
+      body,
+    });
     const r = this.#queue.shift();
-    if (!r || path !== "/v1/chat/completions") {
+    if (!r || path !== this.path) {
       return Response.json({ error: { message: "no reply queued", type: "test" } }, {
         status: 500,
       });
     }
-    if (r.chunks === undefined) {
+    if (r.chunks === undefined && r.events === undefined) {
       return new Response(JSON.stringify(r.body ?? {}), { status: r.status, headers: r.headers });
     }
     const enc = new TextEncoder();
@@ -79,9 +95,12 @@ export class OpenAIServer {
         for (const chunk of r.chunks ?? []) {
           c.enqueue(enc.encode(`data: ${JSON.stringify(chunk)}\n\n`));
         }
+        for (const e of r.events ?? []) {
+          c.enqueue(enc.encode(`event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`));
+        }
         if (r.hold) held.push(c);
         else {
-          c.enqueue(enc.encode("data: [DONE]\n\n"));
+          if (r.chunks) c.enqueue(enc.encode("data: [DONE]\n\n"));
           c.close();
         }
       },

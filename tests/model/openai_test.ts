@@ -118,6 +118,7 @@ Deno.test("openai-chat: a plain answer streams deltas, then usage and the final 
       run: events[0].id,
       input_tokens: 21,
       output_tokens: 3,
+      stop: "stop",
     });
     assertEquals(messages.at(-1)?.content, [{ type: "text", text: "Hello, world." }]);
     assertEquals(server.requests.length, 1);
@@ -239,6 +240,23 @@ Deno.test("openai-chat: quirky chunking (id/name first, arguments spread over ch
       [["call_fx_q", "tsh", { args: ["fs.read", "hello.txt"] }]],
     );
     assertEquals(events.find((e) => e.type === "delta")?.text, "Let me look.");
+    assertEquals(events.at(-1)?.status, "ok");
+  } finally {
+    await end(w, server);
+  }
+});
+
+Deno.test("openai-chat: a late name (first tool call chunk without function.name) still makes one call", async () => {
+  const server = new OpenAIServer();
+  server.push(fixture("late_name"), fixture("after_tool"));
+  const w = await world(server.baseURL);
+  try {
+    assertEquals((await send(w, "look")).code, 0);
+    const { events } = history(w.f, "m");
+    assertEquals(
+      events.filter((e) => e.type === "tool_call").map((e) => [e.id, e.name, e.arguments]),
+      [["call_fx_late", "tsh", { args: ["fs.read", "hello.txt"] }]],
+    );
     assertEquals(events.at(-1)?.status, "ok");
   } finally {
     await end(w, server);

@@ -21,16 +21,21 @@ const sdk = (s: string) => /^npm:\/(ai|@ai-sdk\/[^@]+)@/.test(s);
 Deno.test("ctx's whole module graph (static and dynamic imports) has no AI SDK module and no driver", async () => {
   const mods = await graph("cli/ctx.ts");
   assertEquals(mods.filter(sdk), []);
-  assertEquals(mods.filter((s) => s.endsWith("/src/model/openai.ts")), []);
+  assertEquals(
+    mods.filter((s) => /\/src\/model\/(openai|responses|anthropic|sdk)\.ts$/.test(s)),
+    [],
+  );
 });
 
-Deno.test("the daemon reaches the AI SDK only through the openai-chat driver's dynamic import", async () => {
+Deno.test("the daemon reaches the AI SDK only through the drivers' dynamic imports", async () => {
   const mods = await graph("cli/cortexfsd.ts");
   assertEquals(mods.filter(sdk).map((s) => s.replace(/@[\d.]+$/, "")).sort(), [
+    "npm:/@ai-sdk/anthropic",
+    "npm:/@ai-sdk/openai",
     "npm:/@ai-sdk/openai-compatible",
     "npm:/ai",
   ]);
-  // No static import of the SDK anywhere in src/: only src/model/openai.ts names it, lazily.
+  // No static import of the SDK anywhere in src/: the drivers name it only in import() calls.
   const named: string[] = [];
   const walk = (d: string) => {
     for (const e of Deno.readDirSync(d)) {

@@ -59,6 +59,22 @@ Deno.test("ctx agent new --exec installs a sdk-envelope-v1 agent; without --exec
   }
 });
 
+Deno.test("the envelope's tool_context carries the tools tsh load/pin put in the agent's context", async () => {
+  const f = await makeTree();
+  addTestAgent(f, "t");
+  const d = await startDaemon(f);
+  try {
+    const pin = await ctx(f, ["agent", "tsh", "t", "pin", "fs.read"]);
+    assertEquals(pin.code, 0, pin.stderr);
+    const frames = await send(f, "t", "echo ok");
+    const context = JSON.parse(logs(f, String(frames[0].run), 0).stdin).tool_context as string;
+    assertMatch(context, /^Loaded tools [^\n]*\n- fs\.read \(pinned\): \S/);
+  } finally {
+    await d.stop();
+    await cleanup(f);
+  }
+});
+
 Deno.test("step 0 gets exactly one envelope line and a cleared environment: the sandbox allowlist, .d/env, CTX_*", async () => {
   const f = await makeTree();
   addTestAgent(f, "t");

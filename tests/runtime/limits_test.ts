@@ -13,6 +13,19 @@ async function until(pred: () => boolean, what: string): Promise<void> {
   throw new Error(`timed out waiting for ${what}`);
 }
 
+/**
+ * Points `coder` at an echo model with a 4M-token window: these tests need answers of about
+ * 1 MiB, which debug/echo's 131072-token window refuses (E2BIG, spec/prompt.md).
+ */
+function wideEcho(f: { root: string }): void {
+  const d = `${f.root}/model/debug/wide.d`;
+  Deno.mkdirSync(d);
+  Deno.writeTextFileSync(`${d}/driver`, "debug\n");
+  Deno.writeTextFileSync(`${d}/limit`, "4194304\n");
+  Deno.writeTextFileSync(`${f.root}/model/debug/wide`, "");
+  Deno.writeTextFileSync(`${f.root}/agent/coder.d/model`, "debug/wide\n");
+}
+
 function rssKiB(pid: number): number {
   const m = Deno.readTextFileSync(`/proc/${pid}/status`).match(/^VmRSS:\s+(\d+) kB$/m);
   return Number(m?.[1]);
@@ -73,6 +86,7 @@ Deno.test("at most 4 requests wait per connection (EBUSY with the id beyond); qu
 
 Deno.test("a client piping 200 x 1 MiB sends without reading replies: memory stays bounded, at most 1+4 runs, the daemon keeps serving", async () => {
   const f = await makeTree();
+  wideEcho(f);
   const d = await startDaemon(f);
   try {
     const sock = `${f.root}/agent/coder.sock`;
@@ -146,6 +160,7 @@ const lineBytes = (f: unknown) => new TextEncoder().encode(JSON.stringify(f) + "
 
 Deno.test("no server frame exceeds 1 MiB: a near-1 MiB echo streams as bounded deltas, message and history frames are cut and marked truncated, the files keep it whole", async () => {
   const f = await makeTree();
+  wideEcho(f);
   const d = await startDaemon(f);
   try {
     const c = await Raw.connect(`${f.root}/agent/coder.sock`);

@@ -1,0 +1,311 @@
+/** What every AI SDK driver shares: the retry loop, provider error mapping, the neutral message array, the stream of canonical events. */
+import { CtxError, type Errno } from "../abi/errno.ts";
+import type {
+  ChatMessage,
+  Driver,
+  ModelEvent,
+  ModelRequest,
+  StopReason,
+  ToolSpec,
+} from "./driver.ts";
+import { readSecret } from "./secret.ts";
+
+/** Retries after a 429 or 5xx answer (or a refused connection) before any output arrived. */
+export const MAX_RETRIES = 3;
+/** First backoff delay; doubled per retry, a Retry-After of at most {@link MAX_DELAY_MS} wins. */
+export const BASE_DELAY_MS = 200;
+/** Longest wait between two tries. */
+export const MAX_DELAY_MS = 8000;
+
+/** The errno of an HTTP status from a provider. */
+export function errnoOfStatus(status: number): Errno {
+  if (status === 401 || status === 403) return "EACCES";
+  if (status === 404) return "ENOENT";
+  if (status === 408) return "ETIMEDOUT";
+  if (status === 413) return "E2BIG";
+  if (status === 429) return "EAGAIN";
+  if (status >= 500) return "EIO";
+  if (status >= 400) return "EINVAL";
+  return "EPROTO";
+}
+
+/** True for answers worth another try: 429 and every 5xx. */
+export function retryable(status: number | undefined): boolean {
+  return status === 429 || (status !== undefined && status >= 500);
+}
+
+interface ApiError {
+  statusCode?: number;
+  responseHeaders?: Record<string, string>;
+  message?: string;
+  cause?: unknown;
+}
+
+function apiError(e: unknown): ApiError | undefined {
+  return e && typeof e === "object" && (e as { name?: string }).name === "AI_APICallError"
+    ? e as ApiError
+    : undefined;
+}
+
+/**
+ * The delay before retry `n` (0-based): `retry-after-ms` (as OpenAI and Anthropic send it), else
+ * Retry-After seconds, when given and bounded; else backoff.
+ */
+export function delayOf(n: number, headers?: Record<string, string>): number {
+  const ms = headers?.["retry-after-ms"];
+  if (ms !== undefined && /^\d+(\.\d+)?$/.test(ms.trim())) {
+    return Math.min(MAX_DELAY_MS, Math.round(Number(ms)));
+  }
+  const after = headers?.["retry-after"];
+  if (after !== undefined && /^\d+(\.\d+)?$/.test(after.trim())) {
+    return Math.min(MAX_DELAY_MS, Math.round(Number(after) * 1000));
+  }
+  return Math.min(MAX_DELAY_MS, BASE_DELAY_MS * 2 ** n);
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const t = setTimeout(done, ms);
+    function done() {
+      clearTimeout(t);
+      signal.removeEventListener("abort", done);
+      resolve();
+    }
+    signal.addEventListener("abort", done);
+  });
+}
+
+/** True when the connection was refused (Deno reports it only in a cause's message). */
+function refused(e: unknown): boolean {
+  for (let c = e, i = 0; c && typeof c === "object" && i < 5; c = (c as ApiError).cause, i++) {
+    const { code, message } = c as { code?: unknown; message?: unknown };
+    if (code === "ECONNREFUSED") return true;
+    if (typeof message === "string" && /Connection refused|os error 111/.test(message)) return true;
+  }
+  return false;
+}
+
+/** A provider failure as a CtxError with a stable errno; `key` never appears in the message. */
+export function mapError(e: unknown, key: string | undefined): CtxError {
+  if (e instanceof CtxError) return e;
+  const redact = (s: string) => (key ? s.replaceAll(key, "<redacted>") : s);
+  const api = apiError(e);
+  if (api?.statusCode !== undefined) {
+    return new CtxError(
+      errnoOfStatus(api.statusCode),
+      redact(`provider answered HTTP ${api.statusCode}: ${api.message ?? ""}`.trim()),
+    );
+  }
+  if (refused(e)) return new CtxError("ECONNREFUSED", "provider refused the connection");
+  const msg = e instanceof Error ? e.message : String(e);
+  return new CtxError("EIO", redact(`provider request failed: ${msg}`));
+}
+
+function stopOf(reason: string | undefined): StopReason {
+  switch (reason) {
+    case "stop":
+    case "length":
+      return reason;
+    case "tool-calls":
+      return "tool_calls";
+    case "content-filter":
+      return "content_filter";
+  }
+  return "other";
+}
+
+/** The AI SDK message array of a rendered conversation. */
+export function sdkMessages(messages: ChatMessage[]): unknown[] {
+  return messages.map((m) => {
+    switch (m.role) {
+      case "system":
+      case "user":
+        return { role: m.role, content: m.content };
+      case "assistant":
+        if (!m.tool_calls?.length) return { role: "assistant", content: m.content };
+        return {
+          role: "assistant",
+          content: [
+            ...(m.content ? [{ type: "text", text: m.content }] : []),
+            ...m.tool_calls.map((c) => ({
+              type: "tool-call",
+              toolCallId: c.id,
+              toolName: c.name,
+              input: c.arguments,
+            })),
+          ],
+        };
+      case "tool":
+        return {
+          role: "tool",
+          content: [{
+            type: "tool-result",
+            toolCallId: m.tool_call_id,
+            toolName: m.name,
+            output: { type: "text", value: m.content },
+          }],
+        };
+    }
+  });
+}
+
+function plain(v: unknown): Record<string, unknown> {
+  return v && typeof v === "object" && !Array.isArray(v) ? v as Record<string, unknown> : {};
+}
+
+/** The `ai` module, imported on a driver's first call (never by `ctx`'s module graph). */
+export async function loadAi() {
+  // Lazy: importing the AI SDK costs 110-175 ms, paid only by a run that calls a provider.
+  const ai = await import("ai");
+  (globalThis as { AI_SDK_LOG_WARNINGS?: boolean }).AI_SDK_LOG_WARNINGS = false;
+  return ai;
+}
+
+/** The `ai` module's type. */
+export type Ai = Awaited<ReturnType<typeof loadAi>>;
+
+/** What one try gets to build its provider model. */
+export interface Endpoint {
+  baseURL: string;
+  /** The stored key, when there is one. */
+  key?: string;
+  /** A fetch that drops an auth header left empty (no key stored: a local server). */
+  fetch: typeof fetch;
+}
+
+/** The per-wire-format part of an SDK driver. */
+export interface SdkWire {
+  /** The driver name (`driver` control). */
+  name: string;
+  /** Base URL when the model's `default` has none; undefined: base_url is required. */
+  defaultURL?: string;
+  /** The provider's language model for this request (its package imported lazily here). */
+  model(request: ModelRequest, endpoint: Endpoint): Promise<unknown>;
+  /** Provider options for the call (e.g. no server-side storage). */
+  options?: Record<string, Record<string, unknown>>;
+}
+
+/** A fetch that removes `x-api-key` and `authorization` headers whose value carries no key. */
+export function keylessFetch(key: string | undefined): typeof fetch {
+  if (key) return fetch;
+  return (input, init) => {
+    const headers = new Headers(init?.headers);
+    for (const h of ["x-api-key", "authorization"]) {
+      const v = headers.get(h);
+      if (v !== null && (v.trim() === "" || v.trim() === "Bearer")) headers.delete(h);
+    }
+    return fetch(input, { ...init, headers });
+  };
+}
+
+/** Streams one try: deltas, tool calls, usage, finish; errors thrown as they come (mapped by the caller). */
+async function* once(
+  ai: Ai,
+  wire: SdkWire,
+  request: ModelRequest,
+  o: { endpoint: Endpoint; onOutput: () => void },
+): AsyncGenerator<ModelEvent> {
+  const model = await wire.model(request, o.endpoint);
+  const tools = Object.fromEntries(
+    (request.tools ?? []).map((t: ToolSpec) => [
+      t.name,
+      ai.tool({ description: t.description, inputSchema: ai.jsonSchema(t.parameters) }),
+    ]),
+  );
+  const result = ai.streamText({
+    // deno-lint-ignore no-explicit-any
+    model: model as any,
+    // deno-lint-ignore no-explicit-any
+    messages: sdkMessages(request.messages) as any,
+    allowSystemInMessages: true,
+    ...(request.tools?.length ? { tools } : {}),
+    // deno-lint-ignore no-explicit-any
+    ...(wire.options ? { providerOptions: wire.options as any } : {}),
+    maxRetries: 0,
+    abortSignal: request.signal,
+    onError: () => {}, // every error also arrives as an `error` part below
+  });
+  let usage = { input_tokens: 0, output_tokens: 0 };
+  let reason: StopReason = "other";
+  for await (const part of result.fullStream) {
+    switch (part.type) {
+      case "text-delta":
+        if (part.text !== "") {
+          o.onOutput();
+          yield { type: "delta", text: part.text };
+        }
+        break;
+      case "reasoning-delta":
+        if (part.text !== "") {
+          o.onOutput();
+          yield { type: "reasoning_delta", text: part.text };
+        }
+        break;
+      case "tool-call":
+        o.onOutput();
+        yield {
+          type: "tool_call",
+          id: part.toolCallId,
+          name: part.toolName,
+          arguments: plain(part.input),
+        };
+        break;
+      case "finish":
+        usage = {
+          input_tokens: part.totalUsage.inputTokens ?? 0,
+          output_tokens: part.totalUsage.outputTokens ?? 0,
+        };
+        reason = stopOf(part.finishReason);
+        break;
+      case "error":
+        throw part.error;
+      case "abort":
+        return;
+    }
+  }
+  yield { type: "usage", ...usage };
+  yield { type: "finish", reason };
+}
+
+/**
+ * A driver on the AI SDK for one wire format: `base_url` from the model's `default` (or the
+ * wire's default URL), the key from the host's secret store, the SDK's own retries off and ours
+ * on: a try that fails with 429, 5xx or a refused connection before any output is tried again
+ * (at most {@link MAX_RETRIES} more; Retry-After honoured, else backoff); everything else, and
+ * the last failure, is thrown as a CtxError with a stable errno (the key redacted).
+ */
+export function sdkDriver(wire: SdkWire): Driver {
+  return {
+    name: wire.name,
+    async *stream(request: ModelRequest): AsyncIterable<ModelEvent> {
+      const config = request.config;
+      const baseURL = config?.defaults.base_url ?? wire.defaultURL;
+      if (!config || !baseURL) {
+        throw new CtxError(
+          "EINVAL",
+          `model ${JSON.stringify(request.model)} has no base_url in its default control`,
+          { path: `model/${config?.ref ?? request.model}.d/default` },
+        );
+      }
+      const key = readSecret(config.provider, config.defaults.slot ?? "default");
+      const endpoint = { baseURL, key, fetch: keylessFetch(key) };
+      const ai = await loadAi();
+      for (let n = 0;; n++) {
+        let output = false;
+        try {
+          yield* once(ai, wire, request, { endpoint, onOutput: () => (output = true) });
+          return;
+        } catch (e) {
+          if (request.signal.aborted) return;
+          const api = apiError(e);
+          const again = !output && n < MAX_RETRIES &&
+            (retryable(api?.statusCode) || refused(e));
+          if (!again) throw mapError(e, key);
+          await sleep(delayOf(n, api?.responseHeaders), request.signal);
+          if (request.signal.aborted) return;
+        }
+      }
+    },
+  };
+}
