@@ -49,6 +49,8 @@ export interface OpContext {
   presence: Presence;
   /** Live connections per peer uid (capped in server.ts). */
   peers: Map<number, number>;
+  /** Hears every connection open and close (an instance's idle clock). */
+  changed?: () => void;
 }
 
 type SendReq = Extract<Request, { op: "send" }>;
