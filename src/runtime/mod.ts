@@ -164,6 +164,13 @@ function recover(index: RunIndex, sessions: SessionRef[]) {
   return { recovered, broken };
 }
 
+/** Writes to stderr; a host that is gone (EPIPE) must not fail a run. */
+function toStderr(text: string): void {
+  try {
+    Deno.stderr.writeSync(new TextEncoder().encode(text));
+  } catch { /* nobody reads it any more */ }
+}
+
 /** The run dir's parts, each as tight as its users allow. */
 function prepareRun(run: string): void {
   ensureDir(run, 0o755);
@@ -197,7 +204,7 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
   // An instance's agent log has one writer, its host: the lines go to stderr, which the host reads.
   const presence = new Presence(options.root, {
     changed: options.changed,
-    log: one ? (_name, lines) => Deno.stderr.writeSync(new TextEncoder().encode(lines)) : undefined,
+    log: one ? (_name, lines) => toStderr(lines) : undefined,
   });
   const ctx: OpContext = {
     root: options.root,

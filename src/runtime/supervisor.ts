@@ -281,6 +281,11 @@ export async function startSupervisor(o: SupervisorOptions): Promise<Supervisor>
     linkAlias(o.root, name, path);
     slots.set(name, { name, fd, path });
     activator.arm(name, fd);
+    // Served, no instance: `idle` (written only when it says otherwise: a restart costs reads).
+    const d = `${o.root}/agent/${name}.d`;
+    if (readTrim(`${d}/status`) !== "idle" || readTrim(`${d}/pid`) !== "") {
+      presence.set(name, "idle", null);
+    }
     return Promise.resolve(path);
   };
 
@@ -337,6 +342,7 @@ export async function startSupervisor(o: SupervisorOptions): Promise<Supervisor>
       }));
       await activator.close();
       for (const slot of slots.values()) {
+        presence.set(slot.name, "dead", null); // nothing serves it any more
         closeFd(slot.fd);
         try {
           Deno.removeSync(slot.path);
