@@ -207,6 +207,7 @@ async function begin(
     } finally {
       ctx.active.delete(run.id);
       end();
+      ctx.changed?.(); // the run is gone from `active` only now: the idle clock may start
     }
   });
 }

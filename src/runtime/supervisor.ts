@@ -166,7 +166,7 @@ export async function startSupervisor(o: SupervisorOptions): Promise<Supervisor>
     if (o.mount) args.push("--mount", o.mount);
     args.push("--idle-timeout", String(o.idleSeconds ?? IDLE_SECONDS));
     // sh sets LISTEN_PID to its own pid and execs in place: the instance checks it is its own.
-    const child = spawn("/bin/sh", ["-c", 'LISTEN_PID=$$ exec "$@"', "sh", ...args], {
+    const child = spawn("/bin/sh", ["-c", 'export LISTEN_PID=$$; exec "$@"', "sh", ...args], {
       stdio: ["pipe", "pipe", "pipe", slot.fd],
       detached: true, // setsid: its own session and group; a signal to it never reaches the host
       env: { ...(o.env ?? Deno.env.toObject()), LISTEN_FDS: "1", LISTEN_FDNAMES: name },
