@@ -311,6 +311,16 @@ Deno.test({
       assertEquals((await ctx(["agent", "send", "coder", "two"])).stdout, "two\n");
       const second = receipt(tree, "coder") as Receipt;
       assert(second.pid !== first.pid && second.invocation !== first.invocation);
+      // A half-closed client (its request, then EOF) is served to the end, then the instance
+      // idles out all the same.
+      const left = await sh(
+        `'${Deno.execPath()}' eval 'import net from "node:net"; const c = net.connect("${tree.run}/agent/coder.sock"); c.on("connect", () => c.end(JSON.stringify({op:"send",id:"gone-1",session:"default",input:"three"}) + "\\n"))'`,
+      );
+      assertEquals(left.code, 0);
+      const msgs = read(`${tree.root}/home/0/agent/coder/session/default/messages.jsonl`);
+      assert(msgs.includes('"three"'), msgs);
+      await until(() => receipt(tree, "coder") === null, "the instance to idle out");
+      assertEquals(control(tree, "coder", "status"), "idle\n");
     } finally {
       await cleanup(d, tree);
     }
