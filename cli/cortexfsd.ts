@@ -122,7 +122,12 @@ async function main(flags: Flags): Promise<number> {
   // recovery happens here: each instance does its own agent's when it starts.
   let control: { close(): Promise<void> } | undefined;
   try {
-    const { startSupervisor } = await import("../src/runtime/supervisor.ts");
+    const { startSupervisor, systemdBooted } = await import("../src/runtime/supervisor.ts");
+    if (systemdBooted()) {
+      console.error(
+        "cortexfsd: a systemd manager runs here; transient units are not built: the built-in supervisor starts the agent instances",
+      );
+    }
     const { serveControl } = await import("../src/runtime/control.ts");
     const held: { sup?: Awaited<ReturnType<typeof startSupervisor>> } = {};
     // First: its listener must be close-on-exec before any instance is spawned.

@@ -49,6 +49,9 @@ function refuse(socket: net.Socket, frame: unknown): void {
 /** Points `agent/<name>.sock` in the tree at the live socket (symlink to a temp name + rename). */
 export function linkAlias(root: string, name: string, target: string): void {
   const alias = `${root}/agent/${name}.sock`;
+  try {
+    if (Deno.readLinkSync(alias) === target) return; // a restart on the same run dir
+  } catch { /* absent, or not a link */ }
   const tmp = `${root}/agent/.${name}.sock.tmp-${Deno.pid}`;
   try {
     Deno.removeSync(tmp);

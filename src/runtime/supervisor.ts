@@ -91,6 +91,18 @@ export interface Supervisor {
   close(): Promise<void>;
 }
 
+/**
+ * True where a systemd manager runs (`/run/systemd/system` exists, as sd_booted() checks). Transient
+ * units (`systemd-run`) are not built here (spec/runtime.md): the caller only says so.
+ */
+export function systemdBooted(): boolean {
+  try {
+    return Deno.lstatSync("/run/systemd/system").isDirectory;
+  } catch {
+    return false;
+  }
+}
+
 function agentNames(root: string): string[] {
   const out: string[] = [];
   for (const e of Deno.readDirSync(`${root}/agent`)) {
@@ -281,17 +293,26 @@ export async function startSupervisor(o: SupervisorOptions): Promise<Supervisor>
     linkAlias(o.root, name, path);
     slots.set(name, { name, fd, path });
     activator.arm(name, fd);
-    // Served, no instance: `idle` (written only when it says otherwise: a restart costs reads).
+    if (!booting) markIdle(name);
+    return Promise.resolve(path);
+  };
+  /** Served, no instance: `idle` (written only when it says otherwise: a restart costs reads). */
+  const markIdle = (name: string) => {
     const d = `${o.root}/agent/${name}.d`;
+    if (slots.get(name)?.live) return;
     if (readTrim(`${d}/status`) !== "idle" || readTrim(`${d}/pid`) !== "") {
       presence.set(name, "idle", null);
     }
-    return Promise.resolve(path);
   };
 
-  for (const name of agentNames(o.root)) {
+  // Every socket first (clients can connect as soon as theirs exists), the summaries after.
+  let booting = true;
+  const names = agentNames(o.root);
+  for (const name of names) {
     await serve(name).catch((e) => console.error(`cortexfsd: not serving ${name}: ${e}`));
   }
+  booting = false;
+  for (const name of names) if (slots.has(name)) markIdle(name);
 
   return {
     serve,
