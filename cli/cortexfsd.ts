@@ -57,6 +57,9 @@ async function main(flags: Flags): Promise<number> {
   const run = flags.run ?? paths.run;
   const ttl = flags.ttl === undefined ? 1 : Number(flags.ttl);
   const idle = idleSeconds(flags.idleTimeout ?? Deno.env.get("CTX_IDLE_TIMEOUT"));
+  // Refused here, before anything serves: every instance would refuse it at its own start.
+  const { toolCache } = await import("../src/tool/config.ts");
+  toolCache(Deno.env.get("CTX_TOOL_CACHE"));
   if (!Number.isFinite(ttl) || ttl < 0) {
     throw new CtxError(
       "EINVAL",

@@ -7,6 +7,8 @@ const SOCK_CLOEXEC = 0o2000000;
 const EFD_NONBLOCK = 0o4000;
 const EFD_CLOEXEC = 0o2000000;
 const POLLIN = 1;
+const F_GETFL = 3;
+const F_SETFL = 4;
 /** `sizeof(struct sockaddr_un)`; `sun_path` holds 107 bytes and a NUL. */
 const SUN_LEN = 110;
 /** Listen backlog: connections wait here (never answered by the host) until an instance accepts. */
@@ -18,6 +20,7 @@ type Libc = {
     bind(fd: number, addr: Uint8Array, len: number): number;
     listen(fd: number, backlog: number): number;
     accept4(fd: number, addr: null, len: null, flags: number): number;
+    fcntl(fd: number, cmd: number, arg: number): number;
     close(fd: number): number;
     eventfd(init: number, flags: number): number;
     read(fd: number, buf: Uint8Array, len: bigint): number;
@@ -36,6 +39,7 @@ function libc(): Libc {
     bind: { parameters: ["i32", "buffer", "u32"], result: "i32" },
     listen: { parameters: ["i32", "i32"], result: "i32" },
     accept4: { parameters: ["i32", "pointer", "pointer", "i32"], result: "i32" },
+    fcntl: { parameters: ["i32", "i32", "i32"], result: "i32" },
     close: { parameters: ["i32"], result: "i32" },
     eventfd: { parameters: ["u32", "i32"], result: "i32" },
     read: { parameters: ["i32", "buffer", "usize"], result: "i32" },
@@ -84,6 +88,10 @@ export function listenUnix(path: string): number {
  */
 export function refuseWaiting(fd: number, frame: Uint8Array): number {
   const s = libc().symbols;
+  // An instance's runtime may have made the shared open file description blocking (it is the
+  // same socket): nonblocking again, or the last accept would wait for the next client forever.
+  const fl = s.fcntl(fd, F_GETFL, 0);
+  if (fl < 0 || s.fcntl(fd, F_SETFL, fl | SOCK_NONBLOCK) < 0) return 0;
   let n = 0;
   for (;;) {
     const c = s.accept4(fd, null, null, SOCK_NONBLOCK | SOCK_CLOEXEC);

@@ -120,6 +120,11 @@ Deno.test({
       const s = await sleeper(tree, "k-1");
       const first = receipt(tree, "t") as Receipt;
       assertEquals(control(tree, "t", "status"), "busy\n");
+      // A hung instance (stopped mid-run) holds up nobody else: the mount and coder answer.
+      Deno.kill(first.pid, "SIGSTOP");
+      assertEquals((await sh(`stat -c %F ${tree.mount}/status`)).code, 0);
+      const meanwhile = await ctx(["agent", "send", "coder", "while", "t", "hangs"]);
+      assertEquals([meanwhile.code, meanwhile.stdout], [0, "while t hangs\n"]);
       Deno.kill(first.pid, "SIGKILL");
       // The host sees the exit: failed (dead), pid cleared, receipt gone.
       await until(() => control(tree, "t", "status") === "dead\n", "the host to record the crash");
@@ -361,6 +366,33 @@ Deno.test({
       await cleanup(d, tree);
       victim.kill("SIGKILL");
       await victim.status;
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "an instance that cannot start: the waiting client gets one EIO frame (no restart loop), the log says why, and the next start after the repair serves",
+  ignore: !root,
+  async fn() {
+    const tree = await treeWithT();
+    let d: Daemon | null = null;
+    try {
+      // A directory where t's run index goes: the instance fails at its start (EIO).
+      Deno.mkdirSync(`${tree.run}/index/t.sqlite`, { recursive: true });
+      d = await daemon(tree);
+      const ctx = ctxOf(tree);
+      const failed = await ctx(["agent", "send", "t", "echo", "x"]);
+      assertEquals([failed.code !== 0, failed.stderr.includes("EIO")], [true, true], failed.stderr);
+      assert(failed.stderr.includes("its instance could not start"), failed.stderr);
+      await until(() => control(tree, "t", "status") === "dead\n", "the failed state");
+      assertEquals([control(tree, "t", "pid"), receipt(tree, "t")], ["", null]);
+      assert(control(tree, "t", "log").includes(": failed\n"), control(tree, "t", "log"));
+      Deno.removeSync(`${tree.run}/index/t.sqlite`);
+      const next = await ctx(["agent", "send", "t", "echo", "fixed"]);
+      assertEquals([next.code, next.stdout.includes("fixed")], [0, true], next.stderr);
+    } finally {
+      await cleanup(d, tree);
     }
   },
 });
