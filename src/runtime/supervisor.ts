@@ -203,6 +203,11 @@ export async function startSupervisor(o: SupervisorOptions): Promise<Supervisor>
       writeReceipt(dir, receipt);
       meta(name, receipt);
       presence.set(name, "start", pid);
+      // The correlation facts in the ordinary log (seed: durable agent.start events).
+      presence.log(
+        name,
+        `cortexfsd: agent.start unit=${receipt.unit} invocation=${receipt.invocation} pid=${pid}\n`,
+      );
       child.stdin?.write("go\n");
     }
     const live: Live = {

@@ -237,6 +237,9 @@ Deno.test({
       assertEquals(startTime(r.pid), r.start_time);
       assertEquals(r.boot_id, read("/proc/sys/kernel/random/boot_id").trim());
       assertEquals(r.unit, "cortexfs-agent-coder");
+      const started =
+        `agent.start unit=cortexfs-agent-coder invocation=${r.invocation} pid=${r.pid}`;
+      assert(control(tree, "coder", "log").includes(started), control(tree, "coder", "log"));
       assert(/^[0-9a-f]{32}$/.test(r.invocation));
 
       const status = await ctx(["agent", "status", "coder"]);
