@@ -1,6 +1,7 @@
 /** One agent's runtime instance: takes the listening socket its host hands over (fd 3), waits to be released, serves that agent alone, exits when idle or told to. */
 import { CtxError } from "../abi/errno.ts";
 import { startRuntime } from "./mod.ts";
+import { Presence } from "./presence.ts";
 
 /** The handed-over listening socket (systemd's SD_LISTEN_FDS_START). */
 export const LISTEN_FD = 3;
@@ -67,6 +68,8 @@ export async function runInstance(o: InstanceOptions): Promise<number> {
       clearTimeout(idle);
       if (how === "stop") await held.rt?.cancelAll();
       await held.rt?.close();
+      // The host is gone: nothing holds the socket any more (its next start says idle again).
+      if (how === "host") new Presence(o.root).set(o.agent, "dead", null);
       ended.resolve(0);
       return 0;
     })();

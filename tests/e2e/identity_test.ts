@@ -201,6 +201,8 @@ Deno.test({
           return true;
         }
       }, "the orphaned instance to exit");
+      // Nothing serves t until a host starts again.
+      assertEquals([status(), Deno.readTextFileSync(`${tree.root}/agent/t.d/pid`)], ["dead\n", ""]);
 
       d = await startDaemon(tree);
       assertEquals(status(), "idle\n");
