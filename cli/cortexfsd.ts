@@ -1,4 +1,4 @@
-/** cortexfsd: mounts /ctx (the FUSE projection of the current storage generation) and serves it. */
+/** cortexfsd: mounts /ctx (the FUSE projection of the current storage generation) and supervises one runtime instance per agent; `cortexfsd instance NAME` is such an instance. */
 import { Command } from "commander";
 import { CtxError, EXIT, exitCode, toCtxError } from "../src/abi/errno.ts";
 import { VERSION } from "../src/abi/version.ts";
@@ -24,6 +24,32 @@ interface Flags {
   fusermount?: boolean;
   ttl?: string;
   loopWait?: string;
+  idleTimeout?: string;
+}
+
+/** Seconds from `--idle-timeout` (or CTX_IDLE_TIMEOUT); default 300. */
+function idleSeconds(v: string | undefined): number {
+  if (v === undefined) return 300;
+  const n = Number(v);
+  if (v.trim() === "" || !Number.isFinite(n) || n <= 0) {
+    throw new CtxError("EINVAL", `--idle-timeout must be a positive number of seconds, not "${v}"`);
+  }
+  return n;
+}
+
+/** The argv that starts `cortexfsd instance` the way this process was started (compiled or not). */
+function instanceCommand(): string[] {
+  if (Deno.build.standalone) return [Deno.execPath(), "instance"];
+  return [
+    Deno.execPath(),
+    "run",
+    "--quiet",
+    "--no-prompt",
+    `--config=${checkout}/deno.json`,
+    ...permissions.cortexfsd,
+    `${checkout}/cli/cortexfsd.ts`,
+    "instance",
+  ];
 }
 
 /**
@@ -59,6 +85,10 @@ async function main(flags: Flags): Promise<number> {
   const mount = flags.mount ?? paths.mount;
   const run = flags.run ?? paths.run;
   const ttl = flags.ttl === undefined ? 1 : Number(flags.ttl);
+  const idle = idleSeconds(flags.idleTimeout ?? Deno.env.get("CTX_IDLE_TIMEOUT"));
+  // Refused here, before anything serves: every instance would refuse it at its own start.
+  const { toolCache } = await import("../src/tool/config.ts");
+  toolCache(Deno.env.get("CTX_TOOL_CACHE"));
   if (!Number.isFinite(ttl) || ttl < 0) {
     throw new CtxError(
       "EINVAL",
@@ -145,12 +175,37 @@ async function main(flags: Flags): Promise<number> {
   });
   console.error(`cortexfsd: serving generation ${generation} at ${mount} (${handle.mounted.via})`);
 
-  // The socket runtime works on the backing generation; client paths (workspaces) may still lead
-  // into /ctx, which is fine off the serving thread. Started after the mount, closed before unmount.
+  // This thread is the host: it holds every agent's listening socket and starts one instance
+  // process per agent on demand (socket activation); the instances run the agent work on the
+  // backing generation. Started after the mount, closed before unmount. No per-agent index or
+  // recovery happens here: each instance does its own agent's when it starts.
+  let control: { close(): Promise<void> } | undefined;
   try {
-    const { startRuntime } = await import("../src/runtime/mod.ts");
-    runtime = await startRuntime({ root, run, mount, toolCache: Deno.env.get("CTX_TOOL_CACHE") });
+    const { startSupervisor, systemdBooted } = await import("../src/runtime/supervisor.ts");
+    if (systemdBooted()) {
+      console.error(
+        "cortexfsd: a systemd manager runs here; transient units are not built: the built-in supervisor starts the agent instances",
+      );
+    }
+    const { serveControl } = await import("../src/runtime/control.ts");
+    const held: { sup?: Awaited<ReturnType<typeof startSupervisor>> } = {};
+    // First: its listener must be close-on-exec before any instance is spawned.
+    control = await serveControl(() => held.sup, { root, run });
+    const sup = held.sup = await startSupervisor({
+      root,
+      run,
+      mount,
+      command: instanceCommand(),
+      idleSeconds: idle,
+    });
+    runtime = sup;
+    if (sup.reaped.stopped.length) {
+      console.error(
+        `cortexfsd: stopped instances a killed host left: ${sup.reaped.stopped.join(" ")}`,
+      );
+    }
   } catch (e) {
+    await control?.close();
     await handle.stop();
     throw e;
   }
@@ -158,7 +213,11 @@ async function main(flags: Flags): Promise<number> {
 
   // Close the runtime exactly once, whichever way the mount ends (signal or external unmount).
   let closing: Promise<void> | undefined;
-  const closeRuntime = () => closing ??= runtime?.close() ?? Promise.resolve();
+  const closeRuntime = () =>
+    closing ??= (async () => {
+      await control?.close();
+      await runtime?.close();
+    })();
   let stopping: Promise<void> | null = null;
   const stop = () => {
     stopping ??= (async () => {
@@ -176,11 +235,37 @@ async function main(flags: Flags): Promise<number> {
   return EXIT.ok;
 }
 
+/** `cortexfsd instance NAME`: one agent's runtime instance, started by the host only. */
+async function instance(
+  name: string,
+  o: { root: string; run: string; mount?: string; idleTimeout?: string },
+): Promise<number> {
+  const { runInstance } = await import("../src/runtime/instance.ts");
+  return await runInstance({
+    agent: name,
+    root: o.root,
+    run: o.run,
+    mount: o.mount,
+    idleMs: idleSeconds(o.idleTimeout) * 1000,
+    toolCache: Deno.env.get("CTX_TOOL_CACHE"),
+    env: Deno.env.toObject(),
+  });
+}
+
+function fail(e: unknown): never {
+  const err = toCtxError(e);
+  console.error(`cortexfsd: ${err}`);
+  // EBUSY: a live mount is there; ENOTSUP: the tree is not this binary's version. Both: unavailable.
+  const unavailable = err.errno === "EBUSY" || err.errno === "ENOTSUP";
+  Deno.exit(unavailable ? EXIT.unavailable : exitCode(err.errno));
+}
+
 if (import.meta.main) {
   const program = new Command()
     .name("cortexfsd")
     .description("Mount /ctx and serve it.")
     .version(`cortexfsd ${VERSION}`, "-V, --version", "print the version")
+    .enablePositionalOptions() // `instance NAME --run R`: the instance's own --run, not the host's
     .option("--storage <dir>", "storage root (generations/, current)")
     .option("--mount <dir>", "mount point")
     .option("--run <dir>", "run directory for live sockets")
@@ -192,15 +277,38 @@ if (import.meta.main) {
       "--loop-wait <ms>",
       "wait for the next request on the JS thread before yielding (default 1)",
     )
+    .option(
+      "--idle-timeout <seconds>",
+      "an agent instance with no connection and no run exits after this long (default 300; env CTX_IDLE_TIMEOUT)",
+    )
     .exitOverride((e) => Deno.exit(e.exitCode === 0 ? 0 : EXIT.usage))
-    .parse(["deno", "cortexfsd", ...Deno.args]);
-  try {
-    Deno.exit(await main(program.opts<Flags>()));
-  } catch (e) {
-    const err = toCtxError(e);
-    console.error(`cortexfsd: ${err}`);
-    // EBUSY: a live mount is there; ENOTSUP: the tree is not this binary's version. Both: unavailable.
-    const unavailable = err.errno === "EBUSY" || err.errno === "ENOTSUP";
-    Deno.exit(unavailable ? EXIT.unavailable : exitCode(err.errno));
-  }
+    .action(async (flags: Flags) => {
+      try {
+        Deno.exit(await main(flags));
+      } catch (e) {
+        fail(e);
+      }
+    });
+  program
+    .command("instance")
+    .description("one agent's runtime instance (started by cortexfsd with its socket as fd 3)")
+    .argument("<name>", "agent name")
+    .requiredOption("--root <dir>", "the generation directory")
+    .requiredOption("--run <dir>", "the run directory")
+    .option("--mount <dir>", "the mount projecting the tree")
+    .option("--idle-timeout <seconds>", "exit after this long idle (default 300)")
+    .exitOverride((e) => Deno.exit(e.exitCode === 0 ? 0 : EXIT.usage))
+    .action(
+      async (
+        name: string,
+        o: { root: string; run: string; mount?: string; idleTimeout?: string },
+      ) => {
+        try {
+          Deno.exit(await instance(name, o));
+        } catch (e) {
+          fail(e);
+        }
+      },
+    );
+  await program.parseAsync(["deno", "cortexfsd", ...Deno.args]);
 }

@@ -170,6 +170,7 @@ addAgentCommands(
       import("../src/ctx/chat.ts"),
       import("../src/ctx/send.ts"),
       import("../src/ctx/history.ts"),
+      import("../src/ctx/instance.ts"),
     ]).then((ms) => ms.map((m) => m.register))
     : [],
 );

@@ -81,3 +81,55 @@ Deno.test("build refuses compile mode without a denort runtime", async () => {
     await Deno.remove(out, { recursive: true });
   }
 });
+
+Deno.test({
+  name:
+    "the built cortexfsd launcher starts agent instances with the same deno and permission set: a send through the built ctx is served by `cortexfsd instance coder`",
+  ignore: Deno.uid() !== 0,
+  async fn() {
+    const { cleanup, makeTree, until } = await import("../tests/fuse/fixture.ts");
+    const dist = await Deno.makeTempDir({ prefix: "ctx-build-" });
+    const out = `${dist}/bin`;
+    const tree = await makeTree();
+    let child: Deno.ChildProcess | undefined;
+    try {
+      await build({ out, env: { HOME: "/nonexistent", DENO_DIR: `${dist}/no-deno-dir` } });
+      child = new Deno.Command(`${out}/cortexfsd`, {
+        args: ["--storage", tree.storage, "--mount", tree.mount, "--run", tree.run],
+        stdin: "null",
+        stdout: "null",
+        stderr: "piped",
+      }).spawn();
+      let log = "";
+      const pump = (async () => {
+        for await (const c of child.stderr) log += new TextDecoder().decode(c);
+      })();
+      await until(() => log.includes("agent sockets under"), "the built cortexfsd");
+      const sent = await new Deno.Command(`${out}/ctx`, {
+        args: ["agent", "send", "coder", "built"],
+        env: { PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin", CTX_ROOT: tree.mount, NO_COLOR: "1" },
+        clearEnv: true,
+      }).output();
+      const dec = new TextDecoder();
+      assertEquals([sent.code, dec.decode(sent.stdout)], [0, "built\n"], dec.decode(sent.stderr));
+      const r = JSON.parse(Deno.readTextFileSync(`${tree.run}/instance/coder.json`));
+      const argv = Deno.readTextFileSync(`/proc/${r.pid}/cmdline`).split("\0");
+      assertEquals(argv.slice(argv.indexOf("instance"), argv.indexOf("instance") + 2), [
+        "instance",
+        "coder",
+      ]);
+      assertEquals(argv.includes("--allow-all"), true); // packaging/permissions.json cortexfsd
+      child.kill("SIGTERM");
+      assertEquals((await child.status).code, 0);
+      await pump;
+      child = undefined;
+    } finally {
+      if (child) {
+        child.kill("SIGKILL");
+        await child.status;
+      }
+      await cleanup(null, tree);
+      await Deno.remove(dist, { recursive: true });
+    }
+  },
+});

@@ -41,6 +41,15 @@ export function status(found: FoundTree): string[] {
     const b = JSON.parse(Deno.readTextFileSync(`${root}/bin/cortexfs.bootstrap.json`));
     if (typeof b?.tree_version === "number") out.push(`tree_version=${b.tree_version}`);
   } catch { /* the mount may not project the bootstrap file */ }
+  // Live instances, as the status file projects them (its agents' status/pid summaries).
+  try {
+    const st = JSON.parse(text);
+    for (const a of Array.isArray(st?.agents) ? st.agents : []) {
+      if (["start", "ready", "busy", "stopping"].includes(a?.state)) {
+        out.push(`instance=${a.name} state=${a.state} pid=${a.pid ?? ""}`);
+      }
+    }
+  } catch { /* a key=value status file (no mount): no instances */ }
   const objects = (e: Deno.DirEntry) => !e.name.endsWith(".d") && !e.name.endsWith(".sock");
   out.push(`agents=${count(`${root}/agent`, (e) => e.isFile && objects(e))}`);
   out.push(`tools=${count(`${root}/tool`, (e) => e.isFile && objects(e))}`);

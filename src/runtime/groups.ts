@@ -121,11 +121,12 @@ function signalGroup(pgid: number, sig: Deno.Signal): void {
 /**
  * Stops every group whose receipt in `dir` still matches a live leader (same boot, same start
  * time): SIGTERM to the group, SIGKILL after the grace. A receipt whose pid is gone or now names
- * another process (different start time or boot) kills nothing. Every receipt is removed.
+ * another process (different start time or boot) kills nothing. Every receipt is removed; with
+ * `agent`, only that agent's receipts are looked at (an instance reaping its own).
  */
 export async function reapGroups(
   dir: string,
-  options: { graceMs?: number } = {},
+  options: { graceMs?: number; agent?: string } = {},
 ): Promise<Reaped> {
   ensureDir(dir, 0o700);
   const out: Reaped = { stopped: [], stale: [] };
@@ -141,6 +142,8 @@ export async function reapGroups(
     } catch (err) {
       if (toCtxError(err, path).errno !== "EIO") throw toCtxError(err, path);
     }
+    // An instance reaps only its own agent's groups; another agent's receipts are not its to judge.
+    if (options.agent !== undefined && r?.agent !== options.agent) continue;
     if (r && matches(r)) live.push({ r, path });
     else {
       out.stale.push(e.name);

@@ -1,4 +1,4 @@
-/** The agent socket runtime: start it on a tree and a run dir; it serves one socket per agent. */
+/** The agent socket runtime: start it on a tree and a run dir; it serves one socket per agent, or one handed-over socket (an instance). */
 import { toCtxError } from "../abi/errno.ts";
 import { loadAgent } from "../store/agent.ts";
 import { ensureDir } from "../store/atomic.ts";
@@ -15,7 +15,7 @@ import type { OpContext } from "./ops.ts";
 import type { Run } from "./recorder.ts";
 import { groupsDir, type Reaped, reapGroups } from "./groups.ts";
 import { Presence } from "./presence.ts";
-import { listen, type Listener, unlisten } from "./server.ts";
+import { listen, type Listener, listenFd, unlisten } from "./server.ts";
 import { TOOL_HOST, type ToolHost } from "./tools.ts";
 import { toolCache } from "../tool/config.ts";
 
@@ -42,6 +42,13 @@ export interface RuntimeOptions {
   toolCache?: string;
   /** The FUSE mount projecting `root` (cortexfsd passes it): a client cwd inside it names the tree. */
   mount?: string;
+  /**
+   * Instance mode: serve this one agent only (its sessions, its step groups, its own index,
+   * default `<run>/index/<agent>.sqlite`) on the listening socket `fd` handed over by the host.
+   */
+  instance?: { agent: string; fd: number };
+  /** Hears every connection open/close and run start/end (an instance's idle clock). */
+  changed?: () => void;
 }
 
 /** A running runtime. */
@@ -63,7 +70,11 @@ export interface Runtime {
   readonly failed: Broken[];
   /** Agent process groups the previous daemon left running that startup stopped, and stale receipts. */
   readonly reaped: Reaped;
-  /** Cancels live runs, closes every socket. */
+  /** Live connections and live runs together (0: idle). */
+  activity(): number;
+  /** Durable cancel of every live run (`cancel` + `done{status:"cancelled"}` recorded). */
+  cancelAll(): Promise<void>;
+  /** Interrupts live runs (EINTR), closes every socket. */
   close(): Promise<void>;
 }
 
@@ -153,27 +164,48 @@ function recover(index: RunIndex, sessions: SessionRef[]) {
   return { recovered, broken };
 }
 
+/** Writes to stderr; a host that is gone (EPIPE) must not fail a run. */
+function toStderr(text: string): void {
+  try {
+    Deno.stderr.writeSync(new TextEncoder().encode(text));
+  } catch { /* nobody reads it any more */ }
+}
+
 /** The run dir's parts, each as tight as its users allow. */
 function prepareRun(run: string): void {
   ensureDir(run, 0o755);
   // Clients reach `agent/<n>.sock` by name (search permission), nobody needs to list them;
   // temp sessions are entered only as their owner; receipts are root's alone.
-  for (const [d, mode] of [["agent", 0o711], ["temp", 0o711], ["groups", 0o700]] as const) {
+  const dirs = [["agent", 0o711], ["temp", 0o711], ["groups", 0o700], ["index", 0o700]] as const;
+  for (const [d, mode] of dirs) {
     ensureDir(`${run}/${d}`, mode);
     Deno.chmodSync(`${run}/${d}`, mode); // an older daemon made them 0755
   }
 }
 
-/** Starts the runtime: rebuilds the run index, closes interrupted runs, serves every agent. */
+/**
+ * Starts the runtime: rebuilds the run index, closes interrupted runs, serves every agent (or, as
+ * an instance, the one agent on its handed-over socket, with only that agent's sessions).
+ */
 export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
   toolCache(options.toolCache); // refuse a bad value at start, not on every tool call
   prepareRun(options.run);
+  const one = options.instance;
   // First: orphaned agent groups of a killed daemon must not outlive it into this one.
-  const reaped = await reapGroups(groupsDir(options.run));
-  const index = new RunIndex(options.index ?? `${options.run}/runs.sqlite`);
-  const sessions = findSessions(options.root, options.run, identityOf(options.root));
+  const reaped = await reapGroups(groupsDir(options.run), { agent: one?.agent });
+  const index = new RunIndex(
+    options.index ??
+      (one ? `${options.run}/index/${one.agent}.sqlite` : `${options.run}/runs.sqlite`),
+  );
+  const sessions = findSessions(options.root, options.run, identityOf(options.root), {
+    agent: one?.agent,
+  });
   const { recovered, broken } = recover(index, sessions);
-  const presence = new Presence(options.root);
+  // An instance's agent log has one writer, its host: the lines go to stderr, which the host reads.
+  const presence = new Presence(options.root, {
+    changed: options.changed,
+    log: one ? (_name, lines) => toStderr(lines) : undefined,
+  });
   const ctx: OpContext = {
     root: options.root,
     run: options.run,
@@ -187,25 +219,34 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
     broken: new Map(broken.map((b) => [b.dir, `${b.errno}: ${b.message}`])),
     presence,
     peers: new Map(),
+    changed: options.changed,
   };
   const listeners = new Map<string, Listener>();
   const serve = async (name: string) => {
     const have = listeners.get(name);
     if (have) return have.path;
-    const l = await listen(ctx, name);
+    const l = one ? await listenFd(ctx, name, one.fd) : await listen(ctx, name);
     listeners.set(name, l);
     presence.serve(name);
     return l.path;
   };
   // One agent that cannot be served (a bad name, a planted temp) must not keep the rest down.
   const failed: Broken[] = [];
-  for (const name of agentNames(options.root)) {
-    try {
-      await serve(name);
-    } catch (e) {
-      note(failed, name, e);
+  if (one) await serve(one.agent); // an instance that cannot serve its one socket fails whole
+  else {
+    for (const name of agentNames(options.root)) {
+      try {
+        await serve(name);
+      } catch (e) {
+        note(failed, name, e);
+      }
     }
   }
+  const countConns = () => {
+    let n = 0;
+    for (const l of listeners.values()) n += l.conns.size;
+    return n;
+  };
   return {
     serve,
     recovered,
@@ -224,11 +265,15 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
       } catch { /* never linked */ }
     },
     agents: () => [...listeners.keys()].sort(),
+    activity: () => countConns() + ctx.active.size,
+    async cancelAll() {
+      await Promise.all([...ctx.active.values()].map((r) => r.cancel()));
+    },
     async close() {
       for (const r of [...ctx.active.values()]) await r.interrupt(); // EINTR, not a cancel
       for (const l of listeners.values()) {
         await unlisten(l);
-        presence.unserve(l.name);
+        presence.unserve(l.name, one ? "idle" : "dead");
       }
       listeners.clear();
       index.close();

@@ -49,6 +49,8 @@ export interface OpContext {
   presence: Presence;
   /** Live connections per peer uid (capped in server.ts). */
   peers: Map<number, number>;
+  /** Hears every connection open and close (an instance's idle clock). */
+  changed?: () => void;
 }
 
 type SendReq = Extract<Request, { op: "send" }>;
@@ -205,6 +207,7 @@ async function begin(
     } finally {
       ctx.active.delete(run.id);
       end();
+      ctx.changed?.(); // the run is gone from `active` only now: the idle clock may start
     }
   });
 }

@@ -1,12 +1,17 @@
-/** The agent summary projections `agent/<n>.d/status`, `pid` and `log`: ready/busy while served, dead after; the agent's stderr, bounded. */
+/** The agent summary projections `agent/<n>.d/status`, `pid` and `log`: ready/busy while served, idle or dead after; the agent's stderr, bounded. */
 import { controlMode } from "../abi/controls.ts";
 import { replaceFile } from "../store/atomic.ts";
 
 /** `log` keeps its newest lines within this many bytes (the control bound is 64 KiB). */
 export const LOG_BYTES = 48 * 1024;
 
-/** What `agent/<n>.d/status` says (the subset of the ABI's values this runtime writes). */
-export type AgentStatus = "ready" | "busy" | "dead";
+/**
+ * What `agent/<n>.d/status` says (spec/runtime.md "States"): `start` (an instance is spawned and
+ * held), `ready`/`busy` (it serves; a run is live), `stopping` (asked to stop), `idle` (no
+ * instance, the socket is armed: the next connection starts one), `dead` (not served, or the last
+ * instance failed; its socket, when armed, still starts a new one).
+ */
+export type AgentStatus = "start" | "ready" | "busy" | "idle" | "stopping" | "dead";
 
 /**
  * Writes `text` to `path` atomically (temp + rename) as a definition file: the daemon's (root's),
@@ -32,27 +37,53 @@ export class Presence {
   readonly #root: string;
   readonly #served = new Set<string>();
   readonly #runs = new Map<string, number>();
+  readonly #sink?: (name: string, lines: string) => void;
+  readonly #changed?: () => void;
 
-  constructor(root: string) {
+  /**
+   * `options.log` takes the agent's log lines instead of the file (an instance hands them to its
+   * host on stderr: the log keeps one writer); `options.changed` hears every run start and end.
+   */
+  constructor(
+    root: string,
+    options: { log?: (name: string, lines: string) => void; changed?: () => void } = {},
+  ) {
     this.#root = root;
+    this.#sink = options.log;
+    this.#changed = options.changed;
+  }
+
+  /** Writes `status` and `pid` (empty for null) of an agent. */
+  set(name: string, status: AgentStatus, pid: number | null): void {
+    const dir = `${this.#root}/agent/${name}.d`;
+    project(`${dir}/status`, `${status}\n`);
+    project(`${dir}/pid`, pid === null ? "" : `${pid}\n`);
   }
 
   #write(name: string, status: AgentStatus): void {
-    const dir = `${this.#root}/agent/${name}.d`;
-    project(`${dir}/status`, `${status}\n`);
-    project(`${dir}/pid`, status === "dead" ? "" : `${Deno.pid}\n`);
+    this.set(name, status, status === "dead" || status === "idle" ? null : Deno.pid);
   }
 
-  /** The agent is served now: `ready` (or `busy` when runs are live) and the daemon pid. */
+  /** The agent is served now: `ready` (or `busy` when runs are live) and this process's pid. */
   serve(name: string): void {
     this.#served.add(name);
     this.#write(name, this.#runs.get(name) ? "busy" : "ready");
   }
 
-  /** The agent is no longer served: `dead`, pid empty. */
-  unserve(name: string): void {
+  /**
+   * The agent is no longer served by this process: `final` (`dead` by default: nothing serves it;
+   * an instance says `idle`: its host still holds the socket), pid empty.
+   */
+  unserve(name: string, final: "idle" | "dead" = "dead"): void {
     this.#served.delete(name);
-    this.#write(name, "dead");
+    this.#write(name, final);
+  }
+
+  /** Live runs of every agent together. */
+  live(): number {
+    let n = 0;
+    for (const v of this.#runs.values()) n += v;
+    return n;
   }
 
   /** A run of `name` starts (the first live one makes it `busy`). */
@@ -60,6 +91,7 @@ export class Presence {
     const n = (this.#runs.get(name) ?? 0) + 1;
     this.#runs.set(name, n);
     if (n === 1 && this.#served.has(name)) this.#write(name, "busy");
+    this.#changed?.();
   }
 
   /** A run of `name` ended (the last one makes it `ready` again). */
@@ -68,6 +100,7 @@ export class Presence {
     if (n > 0) this.#runs.set(name, n);
     else this.#runs.delete(name);
     if (n <= 0 && this.#served.has(name)) this.#write(name, "ready");
+    this.#changed?.();
   }
 
   /**
@@ -77,6 +110,7 @@ export class Presence {
    */
   log(name: string, lines: string): void {
     if (lines === "") return;
+    if (this.#sink) return this.#sink(name, lines);
     const path = `${this.#root}/agent/${name}.d/log`;
     let old = "";
     try {

@@ -50,6 +50,9 @@ function refuse(socket: net.Socket, frame: unknown): void {
 /** Points `agent/<name>.sock` in the tree at the live socket (symlink to a temp name + rename). */
 export function linkAlias(root: string, name: string, target: string): void {
   const alias = `${root}/agent/${name}.sock`;
+  try {
+    if (Deno.readLinkSync(alias) === target) return; // a restart on the same run dir
+  } catch { /* absent, or not a link */ }
   const tmp = `${root}/agent/${tempName(`${name}.sock`)}`;
   try {
     Deno.removeSync(tmp);
@@ -170,17 +173,10 @@ function handle(
   }
 }
 
-/** Listens on `<run>/agent/<name>.sock` (0666; SO_PEERCRED decides) and links the tree alias. */
-export async function listen(ctx: OpContext, name: string): Promise<Listener> {
-  const dir = `${ctx.run}/agent`;
-  ensureDir(dir, 0o711); // reachable by name, not listable
-  const path = `${dir}/${name}.sock`;
-  try {
-    if (Deno.lstatSync(path).isSocket) Deno.removeSync(path); // stale from a killed daemon
-  } catch { /* absent */ }
-  const conns = new Set<Conn>();
+/** The server of one agent socket: every accepted connection is checked, then read. */
+function serverOf(ctx: OpContext, name: string, conns: Set<Conn>): net.Server {
   // Half-open: a client may close its write side and still read the rest of its run.
-  const server = net.createServer({ allowHalfOpen: true }, (socket) => {
+  return net.createServer({ allowHalfOpen: true }, (socket) => {
     let cred: PeerCred;
     try {
       const fd = fdOf(socket);
@@ -213,7 +209,11 @@ export async function listen(ctx: OpContext, name: string): Promise<Listener> {
     }
     const conn = new Conn(socket, cred, workspace);
     conns.add(conn);
-    conn.onClose(() => conns.delete(conn));
+    ctx.changed?.();
+    conn.onClose(() => {
+      conns.delete(conn);
+      ctx.changed?.();
+    });
     ctx.peers.set(uid, live + 1);
     conn.onClose(() => {
       const n = (ctx.peers.get(uid) ?? 1) - 1;
@@ -235,6 +235,18 @@ export async function listen(ctx: OpContext, name: string): Promise<Listener> {
       () => void conn.send({ type: "error", code: "EMSGSIZE", message: "frame exceeds 1 MiB" }),
     );
   });
+}
+
+/** Listens on `<run>/agent/<name>.sock` (0666; SO_PEERCRED decides) and links the tree alias. */
+export async function listen(ctx: OpContext, name: string): Promise<Listener> {
+  const dir = `${ctx.run}/agent`;
+  ensureDir(dir, 0o711); // reachable by name, not listable
+  const path = `${dir}/${name}.sock`;
+  try {
+    if (Deno.lstatSync(path).isSocket) Deno.removeSync(path); // stale from a killed daemon
+  } catch { /* absent */ }
+  const conns = new Set<Conn>();
+  const server = serverOf(ctx, name, conns);
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen(path, () => {
@@ -248,11 +260,31 @@ export async function listen(ctx: OpContext, name: string): Promise<Listener> {
   return { name, path, server, conns };
 }
 
+/**
+ * Serves a listening socket handed over by the host (socket activation, fd 3): accepts on it,
+ * never binds, never links the alias, and never removes the socket file (the host owns both).
+ */
+export async function listenFd(ctx: OpContext, name: string, fd: number): Promise<Listener> {
+  setCloexec(fd); // inherited without close-on-exec: no sandbox may ever see it
+  const conns = new Set<Conn>();
+  const server = serverOf(ctx, name, conns);
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen({ fd }, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  setCloexec(fdOf(server)); // node:net may serve a copy of it
+  return { name, path: "", server, conns };
+}
+
 /** Stops a listener: no new connections, open ones closed, the socket file removed. */
 export async function unlisten(l: Listener): Promise<void> {
   const closed = new Promise<void>((r) => l.server.close(() => r()));
   for (const c of l.conns) c.socket.destroy();
   await closed;
+  if (l.path === "") return; // handed over: the host's socket file
   try {
     Deno.removeSync(l.path);
   } catch { /* already gone */ }

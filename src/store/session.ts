@@ -519,21 +519,28 @@ function sessionsOf(o: LocateOptions): SessionRef[] {
  * agent's gid and groups when the agent still has that uid, else no group), a shared session is
  * the agent's (skipped when the agent is gone: nobody to act as).
  */
-export function findSessions(root: string, run: string, identity: IdentityOf): SessionRef[] {
+export function findSessions(
+  root: string,
+  run: string,
+  identity: IdentityOf,
+  options: { agent?: string } = {},
+): SessionRef[] {
   const out: SessionRef[] = [];
+  const only = options.agent;
+  const keep = (names: string[]) => only === undefined ? names : names.filter((n) => n === only);
   const perUid = (top: string, scope: "private" | "temp", agents: (uid: string) => string) => {
     for (const u of dirNames(top)) {
       if (!/^(0|[1-9][0-9]{0,9})$/.test(u)) continue;
       const uid = Number(u);
       const nobody = { uid, gid: NOGROUP, groups: [] };
-      for (const agent of asOwner(nobody, () => dirNames(agents(u)))) {
+      for (const agent of keep(asOwner(nobody, () => dirNames(agents(u))))) {
         const o = identity(agent, uid) ?? nobody;
         out.push(...sessionsOf({ root, run, agent, session: "", scope, ...o, uid }));
       }
     }
   };
   perUid(`${root}/home`, "private", (u) => `${root}/home/${u}/agent`);
-  for (const agent of dirNames(`${root}/shared/agents/agent`)) {
+  for (const agent of keep(dirNames(`${root}/shared/agents/agent`))) {
     const o = identity(agent);
     if (o) out.push(...sessionsOf({ root, run, agent, session: "", scope: "shared", ...o }));
   }

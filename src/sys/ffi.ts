@@ -46,6 +46,12 @@ const SYMBOLS = {
   recvmsg: { parameters: ["i32", "buffer", "i32"], result: "i32" },
   fcntl: { parameters: ["i32", "i32", "i32"], result: "i32" },
   getsockopt: { parameters: ["i32", "i32", "i32", "buffer", "buffer"], result: "i32" },
+  // the host's listening sockets (listen.ts)
+  socket: { parameters: ["i32", "i32", "i32"], result: "i32" },
+  bind: { parameters: ["i32", "buffer", "u32"], result: "i32" },
+  listen: { parameters: ["i32", "i32"], result: "i32" },
+  accept4: { parameters: ["i32", "pointer", "pointer", "i32"], result: "i32" },
+  eventfd: { parameters: ["u32", "i32"], result: "i32" },
   // *at(2) calls on one name in a directory fd (dir.ts)
   openat: { parameters: ["i32", "buffer", "i32", "u32"], result: "i32" },
   mkdirat: { parameters: ["i32", "buffer", "u32"], result: "i32" },

@@ -101,7 +101,6 @@ Deno.test({
       assertEquals(await d.stop(), 0);
       d = await startDaemon(tree);
       const dir = `${tree.root}/${session}`;
-      assert(d.log().includes(`skipping ${dir}: EIO`), d.log());
       const replay = await sh(
         `'${Deno.execPath()}' run -A --no-config '${PEER}' '${tree.mount}/agent/bob.sock' '${
           JSON.stringify({
@@ -114,6 +113,9 @@ Deno.test({
         { uid: USER, cwd: tree.dir },
       );
       assert(!replay.stdout.includes("root private history"), replay.stdout);
+      // bob's own instance (started by that connection) skipped the session, in bob's log.
+      const bobLog = Deno.readTextFileSync(`${tree.root}/agent/bob.d/log`);
+      assert(bobLog.includes(`skipping ${dir}: EIO`), bobLog);
       const answer = replay.stdout.trim().split("\n").map((l) => JSON.parse(l));
       assertEquals(answer.map((f) => f.code), ["EIO"]);
       assert(answer[0].message.includes(dir), answer[0].message);
@@ -163,7 +165,7 @@ Deno.test({
       Deno.writeTextFileSync(`${tree.root}/agent/t.d/env`, `LOG_DIR=${logs}\n`);
       d = await startDaemon(tree);
       const status = () => Deno.readTextFileSync(`${tree.root}/agent/t.d/status`);
-      assertEquals(status(), "ready\n");
+      assertEquals(status(), "idle\n"); // served; its instance starts with the first connection
       const ctx = client(tree, "");
       // A run that sleeps inside the agent, streaming one delta first.
       const child = new Deno.Command(Deno.execPath(), {
@@ -186,13 +188,24 @@ Deno.test({
         seen += value;
       }
       assertEquals([seen.includes("sleeping"), status()], [true, "busy\n"]);
+      const receipt = JSON.parse(Deno.readTextFileSync(`${tree.run}/instance/t.json`));
       await kill9(d, tree);
       d = null;
       await reader.cancel().catch(() => {});
       await child.status;
+      // The instance sees its host go (stdin EOF), records the run as interrupted and exits.
+      await until(() => {
+        try {
+          return Deno.readTextFileSync(`/proc/${receipt.pid}/stat`).split(") ")[1][0] === "Z";
+        } catch {
+          return true;
+        }
+      }, "the orphaned instance to exit");
+      // Nothing serves t until a host starts again.
+      assertEquals([status(), Deno.readTextFileSync(`${tree.root}/agent/t.d/pid`)], ["dead\n", ""]);
 
       d = await startDaemon(tree);
-      assertEquals(status(), "ready\n");
+      assertEquals(status(), "idle\n");
       const dir = `${tree.root}/home/0/agent/t/session/default`;
       const events = readRecords(`${dir}/events.jsonl`) as Record<string, unknown>[];
       const messages = readRecords(`${dir}/messages.jsonl`) as Record<string, unknown>[];
@@ -238,9 +251,11 @@ Deno.test({
       assertEquals(cut.code, 0);
       const torn = Deno.readTextFileSync(`${dir}/events.jsonl`);
       d = await startDaemon(tree);
-      assert(d.log().includes(`skipping ${dir}: EIO`), d.log());
       const coder = await ctx(["agent", "send", "coder", "served"]);
       const other = await ctx(["agent", "send", "bob", "--session", "s2", "other"], USER);
+      // bob's instance, started by that send, skipped the torn session (its log says so).
+      const bobLog = Deno.readTextFileSync(`${tree.root}/agent/bob.d/log`);
+      assert(bobLog.includes(`skipping ${dir}: EIO`), bobLog);
       const broken = await ctx(["agent", "send", "bob", "--session", "default", "x"], USER);
       assertEquals([coder.code, coder.stdout, other.code, other.stdout], [
         0,

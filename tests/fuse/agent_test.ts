@@ -18,7 +18,7 @@ function snapshot(root: string, name: string, uid: number): Snap {
   add(`agent/${name}`);
   add(`agent/${name}.d`);
   for (const e of Deno.readDirSync(`${root}/agent/${name}.d`)) {
-    // status and pid are the runtime's projections: a served agent reads ready + the daemon pid.
+    // status and pid are the runtime's projections: idle until an instance serves, then its pid.
     if (e.name !== "status" && e.name !== "pid") add(`agent/${name}.d/${e.name}`);
   }
   for (const d of ["", "/agent", "/model", "/tool", `/agent/${name}`, `/agent/${name}/session`]) {
@@ -74,8 +74,11 @@ Deno.test("ctx agent new through the mount (root and uid 65534) makes what it ma
     );
     assertEquals(owners.stdout, "65534\n65534\n");
     const shown = (n: string, f: string) => Deno.readTextFileSync(`${tree.root}/agent/${n}.d/${f}`);
-    assertEquals([shown("ops", "status"), shown("mine", "status")], ["ready\n", "ready\n"]);
-    assertEquals(Number(shown("ops", "pid")) === d.child.pid, true);
+    // Served (its socket is armed), no instance yet: idle, no pid.
+    assertEquals(
+      [shown("ops", "status"), shown("mine", "status"), shown("ops", "pid")],
+      ["idle\n", "idle\n", ""],
+    );
 
     // Served at once: the alias resolves to a live socket, and a send works right away.
     const sock = await sh(
@@ -87,6 +90,9 @@ Deno.test("ctx agent new through the mount (root and uid 65534) makes what it ma
       await ctx(["agent", "send", "mine", "hi mine"], { env: nobody, as: 65534 }),
     ];
     assertEquals(sent.map((r) => [r.code, r.stdout]), [[0, "hi ops\n"], [0, "hi mine\n"]]);
+    // The first connection started ops' own instance: ready, its pid (not the daemon's).
+    const pid = Number(shown("ops", "pid"));
+    assertEquals([shown("ops", "status"), pid > 0, pid !== d.child.pid], ["ready\n", true, true]);
     // The socket's own rule holds too: another uid is not the owner.
     const other = await ctx(["agent", "send", "mine", "hi"], { env: nobody, as: 65533 });
     assertEquals(other.code !== 0, true);

@@ -55,7 +55,7 @@ Deno.test("status is dynamic JSON and read-only (EROFS even for root); bin/ has 
         mount: tree.mount,
         pid: 0,
         uptime_s: 0,
-        agents: [{ name: "coder", state: "ready", pid: d.child.pid }], // served by the runtime
+        agents: [{ name: "coder", state: "idle", pid: null }], // socket armed, no instance yet
       },
     );
     assertEquals(typeof st.tree_version, "number");
@@ -159,11 +159,11 @@ Deno.test("every write path reaches validation: valid values land, invalid ones 
       true,
       before + "allow coder_t model:debug/echo use\n",
     ]);
-    // read-only projections of the agent (the runtime serves it: ready)
+    // read-only projections of the agent (served, no instance yet: idle)
     const daemon = d;
     await until(() => daemon.log().includes("agent sockets under"), "the runtime");
     assertEquals((await sh(`echo busy > ${tree.mount}/agent/coder.d/status`)).code, 1);
-    assertEquals(read(`${tree.mount}/agent/coder.d/status`), "ready\n");
+    assertEquals(read(`${tree.mount}/agent/coder.d/status`), "idle\n");
   } finally {
     await cleanup(d, tree);
   }

@@ -1,0 +1,167 @@
+/** `ctx agent start|stop|status|ps`: the supervisor's view of agent instances, through the host control socket `<run>/host.sock`. */
+import net from "node:net";
+import type { Command } from "commander";
+import { CtxError, isErrno } from "../abi/errno.ts";
+import type { AgentContext } from "./agent.ts";
+import { guarded } from "./fail.ts";
+import { START_HINT } from "./root.ts";
+
+type Frame = { type: string; code?: string; message?: string; [k: string]: unknown };
+
+/**
+ * The run dir of the host serving `root`, from an agent's alias `agent/<n>.sock` (a symlink to
+ * `<run>/agent/<n>.sock`): `name`'s own, else the first alias found.
+ */
+export function runDirOf(root: string, name?: string): string {
+  const aliases = name !== undefined ? [`${name}.sock`] : (() => {
+    try {
+      return [...Deno.readDirSync(`${root}/agent`)]
+        .filter((e) => e.isSymlink && e.name.endsWith(".sock")).map((e) => e.name).sort();
+    } catch {
+      return [];
+    }
+  })();
+  for (const a of aliases) {
+    let target: string;
+    try {
+      target = Deno.readLinkSync(`${root}/agent/${a}`);
+    } catch {
+      continue;
+    }
+    const m = /^(\/.+)\/agent\/[^/]+\.sock$/.exec(target);
+    if (m) return m[1];
+  }
+  throw new CtxError(
+    "EHOSTDOWN",
+    `no agent socket alias leads to a host here${
+      name ? ` (agent/${name}.sock)` : ""
+    }: ${START_HINT}`,
+    { path: `${root}/agent` },
+  );
+}
+
+/** Sends one frame to `<run>/host.sock` and reads its one answer line. */
+export function askHost(run: string, frame: unknown): Promise<Frame> {
+  const path = `${run}/host.sock`;
+  return new Promise((resolve, reject) => {
+    const s = net.connect(path);
+    let buf = "";
+    s.setEncoding("utf8");
+    s.once("connect", () => s.write(JSON.stringify(frame) + "\n"));
+    s.on("data", (c: string) => {
+      buf += c;
+      const nl = buf.indexOf("\n");
+      if (nl < 0) return;
+      s.destroy();
+      try {
+        resolve(JSON.parse(buf.slice(0, nl)));
+      } catch {
+        reject(new CtxError("EPROTO", "the host sent a non-JSON line", { path }));
+      }
+    });
+    s.once("error", (e: Error & { code?: string }) => {
+      const code = e.code === "ENOENT" || e.code === "ECONNREFUSED" ? "EHOSTDOWN" : e.code ?? "";
+      reject(
+        new CtxError(isErrno(code) ? code : "EIO", `cannot reach the host: ${e.message}`, { path }),
+      );
+    });
+    s.once("end", () => reject(new CtxError("EPROTO", "the host closed without an answer")));
+  });
+}
+
+/** The frame, or its error as a CtxError. */
+function ok(f: Frame): Frame {
+  if (f.type !== "error") return f;
+  const code = f.code ?? "EIO";
+  throw new CtxError(isErrno(code) ? code : "EIO", f.message ?? "host error");
+}
+
+type Receipt = {
+  unit: string;
+  invocation: string;
+  pid: number;
+  start_time: string;
+  boot_id: string;
+  uid: number;
+};
+
+function receiptLine(r: Receipt | null | undefined): string {
+  if (!r) return "";
+  return `unit=${r.unit} invocation=${r.invocation} pid=${r.pid} start_time=${r.start_time} ` +
+    `boot_id=${r.boot_id} uid=${r.uid}`;
+}
+
+async function call(ctx: AgentContext, name: string | undefined, frame: unknown) {
+  const root = ctx.root();
+  return ok(await askHost(runDirOf(root, name), frame));
+}
+
+/** Adds `start`, `stop`, `status` and `ps` to the `ctx agent` group. */
+export function register(agent: Command, ctx: AgentContext): void {
+  agent
+    .command("start")
+    .description("start the agent's runtime instance (an already running one is reported)")
+    .argument("<agent>", "agent name")
+    .option("--json", "print the host's frame")
+    .action((name: string, o: { json?: boolean }) =>
+      guarded(`agent/${name}`, async () => {
+        const f = await call(ctx, name, { op: "start", agent: name });
+        if (o.json) return console.log(JSON.stringify(f));
+        console.log(
+          `${f.already ? "running" : "started"} ${name} ${receiptLine(f.receipt as Receipt)}`,
+        );
+      })
+    );
+  agent
+    .command("stop")
+    .description(
+      "stop the agent's instance (SIGTERM, SIGKILL after the grace; live runs cancelled)",
+    )
+    .argument("<agent>", "agent name")
+    .option("--json", "print the host's frame")
+    .action((name: string, o: { json?: boolean }) =>
+      guarded(`agent/${name}`, async () => {
+        const f = await call(ctx, name, { op: "stop", agent: name });
+        if (o.json) return console.log(JSON.stringify(f));
+        if (f.result === "none") return console.log(`${name}: no instance`);
+        console.log(`stopped ${name} (${f.result}) ${receiptLine(f.receipt as Receipt)}`);
+      })
+    );
+  agent
+    .command("status")
+    .description("print the agent's state, then its live instance's receipt facts")
+    .argument("<agent>", "agent name")
+    .option("--json", "print the host's frame")
+    .action((name: string, o: { json?: boolean }) =>
+      guarded(`agent/${name}`, async () => {
+        const f = await call(ctx, name, { op: "status", agent: name });
+        if (o.json) return console.log(JSON.stringify(f));
+        console.log(String(f.state));
+        console.log(`pid=${f.pid ?? ""} ${receiptLine(f.receipt as Receipt)}`.trimEnd());
+      })
+    );
+  agent
+    .command("ps")
+    .description("list live agent instances (agent, state, pid, unit, invocation)")
+    .option("--json", "print the host's frame")
+    .action((o: { json?: boolean }) =>
+      guarded("agent", async () => {
+        const f = await call(ctx, undefined, { op: "ps" });
+        if (o.json) return console.log(JSON.stringify(f));
+        console.log("AGENT\tSTATE\tPID\tUNIT\tINVOCATION");
+        for (
+          const i of f.instances as {
+            agent: string;
+            state: string;
+            pid: number | null;
+            receipt: Receipt | null;
+          }[]
+        ) {
+          console.log(
+            [i.agent, i.state, i.pid ?? "", i.receipt?.unit ?? "", i.receipt?.invocation ?? ""]
+              .join("\t"),
+          );
+        }
+      })
+    );
+}

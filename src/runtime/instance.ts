@@ -1,0 +1,101 @@
+/** One agent's runtime instance: takes the listening socket its host hands over (fd 3), waits to be released, serves that agent alone, exits when idle or told to. */
+import { CtxError } from "../abi/errno.ts";
+import { startRuntime } from "./mod.ts";
+import { Presence } from "./presence.ts";
+
+/** The handed-over listening socket (systemd's SD_LISTEN_FDS_START). */
+export const LISTEN_FD = 3;
+
+/** Options for {@link runInstance}. */
+export interface InstanceOptions {
+  agent: string;
+  root: string;
+  run: string;
+  mount?: string;
+  /** Exit after this long with no connection and no run (ms). */
+  idleMs: number;
+  toolCache?: string;
+  /** The process environment (LISTEN_FDS, LISTEN_PID). */
+  env: Record<string, string | undefined>;
+}
+
+/**
+ * Checks the socket-activation hand-over: exactly one fd (LISTEN_FDS=1) meant for this very
+ * process (LISTEN_PID). Anything else is a launch this code did not make: refuse it.
+ */
+export function checkHandover(env: Record<string, string | undefined>, pid: number): void {
+  if (env.LISTEN_FDS !== "1" || env.LISTEN_PID !== String(pid)) {
+    throw new CtxError(
+      "EINVAL",
+      `an instance needs LISTEN_FDS=1 and LISTEN_PID=${pid} (got ${
+        JSON.stringify(env.LISTEN_FDS ?? null)
+      } and ${JSON.stringify(env.LISTEN_PID ?? null)}): it is started by cortexfsd only`,
+    );
+  }
+}
+
+/** Reads stdin up to the first newline; resolves to that line (null at EOF before one). */
+async function firstLine(reader: ReadableStreamDefaultReader<Uint8Array>): Promise<string | null> {
+  const dec = new TextDecoder();
+  let text = "";
+  while (!text.includes("\n")) {
+    const { value, done } = await reader.read();
+    if (done) return null;
+    text += dec.decode(value, { stream: true });
+  }
+  return text.slice(0, text.indexOf("\n"));
+}
+
+/**
+ * Runs the instance until it ends; resolves to its exit code. It is held until the host writes
+ * `go` (the receipt is on disk by then), prints `ready` once it serves, and ends: when idle for
+ * `idleMs` (0), on SIGTERM after cancelling every live run durably (0), or when the host goes
+ * (stdin EOF: live runs are interrupted, EINTR, as a daemon stop records them).
+ */
+export async function runInstance(o: InstanceOptions): Promise<number> {
+  checkHandover(o.env, Deno.pid);
+  // The hand-over names this process only: nothing it spawns may read it as its own.
+  for (const k of ["LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES"]) Deno.env.delete(k);
+  const stdin = Deno.stdin.readable.getReader();
+  const go = await firstLine(stdin);
+  if (go !== "go") return 0; // the host let go of it before releasing it: nothing was served
+  let idle: ReturnType<typeof setTimeout> | undefined;
+  let ending: Promise<number> | undefined;
+  const held: { rt?: Awaited<ReturnType<typeof startRuntime>> } = {};
+  const ended = Promise.withResolvers<number>();
+  const end = (how: "idle" | "stop" | "host") =>
+    ending ??= (async () => {
+      clearTimeout(idle);
+      if (how === "stop") await held.rt?.cancelAll();
+      await held.rt?.close();
+      // The host is gone: nothing holds the socket any more (its next start says idle again).
+      if (how === "host") new Presence(o.root).set(o.agent, "dead", null);
+      ended.resolve(0);
+      return 0;
+    })();
+  const watch = () => {
+    clearTimeout(idle);
+    if (held.rt && held.rt.activity() === 0) idle = setTimeout(() => void end("idle"), o.idleMs);
+  };
+  const rt = held.rt = await startRuntime({
+    root: o.root,
+    run: o.run,
+    mount: o.mount,
+    toolCache: o.toolCache,
+    instance: { agent: o.agent, fd: LISTEN_FD },
+    changed: watch,
+  });
+  for (const r of rt.recovered) console.error(`instance ${o.agent}: closed interrupted run ${r}`);
+  Deno.addSignalListener("SIGTERM", () => void end("stop"));
+  Deno.addSignalListener("SIGINT", () => void end("stop"));
+  // The host keeps stdin open for the instance's whole life: EOF means the host is gone.
+  void (async () => {
+    try {
+      while (!(await stdin.read()).done) { /* the host sends nothing more */ }
+    } catch { /* closed */ }
+    void end("host");
+  })();
+  await Deno.stdout.write(new TextEncoder().encode("ready\n"));
+  watch();
+  return await ended.promise;
+}

@@ -1,0 +1,208 @@
+/** Instance receipts under `<run>/instance/`: what the host proves about an agent instance before releasing it, and the stop that trusts only them. */
+import { toCtxError } from "../abi/errno.ts";
+import { bootId, procState, startTime } from "../sandbox/receipt.ts";
+import { ensureDir, tempPath } from "../store/atomic.ts";
+import { readRegularText } from "../store/regular.ts";
+
+/** Schema tag of an instance receipt. */
+export const INSTANCE_SCHEMA = "cortexfs.instance-receipt/v1";
+
+/** One agent runtime instance, recorded after its spawn and before it is released. */
+export interface InstanceReceipt {
+  schema: typeof INSTANCE_SCHEMA;
+  /** The unit name a systemd manager would give it: `cortexfs-agent-<name>`. */
+  unit: string;
+  /** 128-bit random hex: this invocation, never reused. */
+  invocation: string;
+  agent: string;
+  pid: number;
+  /** The instance leads its own session and process group (setsid): pgid == pid. */
+  pgid: number;
+  /** Field 22 of `/proc/<pid>/stat` (after the last `)`), as text. */
+  start_time: string;
+  /** `/proc/sys/kernel/random/boot_id`. */
+  boot_id: string;
+  /** The uid the instance runs as. */
+  uid: number;
+  /** When the host released it (unix seconds). */
+  started_at: number;
+}
+
+/** The receipts directory: `<run>/instance` (root's alone). */
+export function receiptsDir(run: string): string {
+  return `${run}/instance`;
+}
+
+/** A fresh 128-bit invocation id (32 hex digits). */
+export function newInvocation(): string {
+  const b = crypto.getRandomValues(new Uint8Array(16));
+  return [...b].map((x) => x.toString(16).padStart(2, "0")).join("");
+}
+
+let boot: string | undefined;
+/** The boot id, read once (it cannot change while this process lives). */
+export function thisBoot(): string {
+  return boot ??= bootId();
+}
+
+/**
+ * Builds the receipt of a just-spawned (and still held) instance from `/proc`; undefined when the
+ * process is already gone (then there is nothing to prove).
+ */
+export function receiptOf(
+  agent: string,
+  pid: number,
+  options: { uid: number; invocation?: string },
+): InstanceReceipt | undefined {
+  let start: string;
+  try {
+    start = startTime(pid);
+  } catch {
+    return undefined;
+  }
+  return {
+    schema: INSTANCE_SCHEMA,
+    unit: `cortexfs-agent-${agent}`,
+    invocation: options.invocation ?? newInvocation(),
+    agent,
+    pid,
+    pgid: pid,
+    start_time: start,
+    boot_id: thisBoot(),
+    uid: options.uid,
+    started_at: Date.now() / 1000,
+  };
+}
+
+/** Writes `<dir>/<agent>.json` atomically (temp + rename, 0600); no fsync: it proves only this boot. */
+export function writeReceipt(dir: string, r: InstanceReceipt): string {
+  ensureDir(dir, 0o700);
+  const path = `${dir}/${r.agent}.json`;
+  const tmp = tempPath(path);
+  try {
+    Deno.writeTextFileSync(tmp, JSON.stringify(r) + "\n", { mode: 0o600, createNew: true });
+    Deno.renameSync(tmp, path);
+  } catch (e) {
+    dropReceipt(tmp);
+    throw toCtxError(e, path);
+  }
+  return path;
+}
+
+/** Removes a receipt file (missing is fine). */
+export function dropReceipt(path: string): void {
+  try {
+    Deno.removeSync(path);
+  } catch { /* already gone */ }
+}
+
+/** Parses a receipt; undefined for anything that is not one (a stale or planted file). */
+export function parseReceipt(text: string): InstanceReceipt | undefined {
+  try {
+    const r = JSON.parse(text);
+    const ok = r?.schema === INSTANCE_SCHEMA && typeof r.agent === "string" &&
+      Number.isInteger(r.pid) && r.pid > 1 && r.pgid === r.pid &&
+      typeof r.start_time === "string" && /^\d+$/.test(r.start_time) &&
+      typeof r.boot_id === "string" && typeof r.invocation === "string" &&
+      /^[0-9a-f]{32}$/.test(r.invocation) && r.unit === `cortexfs-agent-${r.agent}`;
+    return ok ? r : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Reads `<dir>/<agent>.json` (regular files only: a FIFO never stalls the host). */
+export function readReceipt(path: string): InstanceReceipt | undefined {
+  try {
+    return parseReceipt(readRegularText(path) ?? "");
+  } catch {
+    return undefined;
+  }
+}
+
+/** True while the receipt's pid is the same live process (same boot, same start time, not a zombie). */
+export function receiptMatches(r: InstanceReceipt): boolean {
+  try {
+    return r.boot_id === thisBoot() && startTime(r.pid) === r.start_time &&
+      !"ZX".includes(procState(r.pid));
+  } catch {
+    return false; // no /proc entry: gone
+  }
+}
+
+function signal(pgid: number, sig: Deno.Signal): void {
+  try {
+    Deno.kill(-pgid, sig);
+  } catch { /* ESRCH: the group is gone */ }
+}
+
+/** How {@link stopVerified} ended. */
+export type Stopped = "exited" | "killed" | "stale";
+
+/**
+ * Stops what the receipt proves: nothing when the pid is gone or now names another process
+ * (`stale`); else SIGTERM to the instance's group, then SIGKILL after `graceMs` unless `exited`
+ * resolves first (the caller's exit event; without one the receipt is re-checked on each tick).
+ */
+export async function stopVerified(
+  r: InstanceReceipt,
+  options: { graceMs: number; exited?: Promise<unknown> },
+): Promise<Stopped> {
+  if (!receiptMatches(r)) return "stale";
+  signal(r.pgid, "SIGTERM");
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<"late">((res) => timer = setTimeout(() => res("late"), options.graceMs));
+  const gone = options.exited ?? (async () => {
+    // No exit event (a killed host's orphan is not our child): its /proc entry tells.
+    while (receiptMatches(r)) await new Promise((res) => setTimeout(res, 10));
+  })();
+  const why = await Promise.race([gone.then(() => "gone" as const), late]);
+  clearTimeout(timer);
+  if (why === "gone") return "exited";
+  // It matched a grace period ago and Linux hands out pids cyclically: the group is still its.
+  if (receiptMatches(r)) signal(r.pgid, "SIGKILL");
+  await gone;
+  return "killed";
+}
+
+/** What {@link reapReceipts} did. */
+export interface ReapedInstances {
+  /** Agents whose instance (left by a killed host) still matched its receipt and was stopped. */
+  stopped: string[];
+  /** Receipts dropped without a signal: process gone, pid reused, other boot, or unreadable. */
+  stale: string[];
+}
+
+/**
+ * At host start: every receipt a killed host left is verified; a live match is stopped (SIGTERM,
+ * SIGKILL after the grace), a stale one is cleared, nothing else is touched. Every receipt is removed.
+ */
+export async function reapReceipts(
+  dir: string,
+  options: { graceMs: number; onReaped?: (agent: string, live: boolean) => void },
+): Promise<ReapedInstances> {
+  ensureDir(dir, 0o700);
+  const out: ReapedInstances = { stopped: [], stale: [] };
+  const jobs: Promise<void>[] = [];
+  for (const e of Deno.readDirSync(dir)) {
+    if (!e.name.endsWith(".json")) continue;
+    const path = `${dir}/${e.name}`;
+    const r = e.isFile ? readReceipt(path) : undefined;
+    if (!r || !receiptMatches(r)) {
+      out.stale.push(e.name);
+      dropReceipt(path);
+      if (r) options.onReaped?.(r.agent, false);
+      continue;
+    }
+    jobs.push((async () => {
+      await stopVerified(r, { graceMs: options.graceMs });
+      out.stopped.push(r.agent);
+      dropReceipt(path);
+      options.onReaped?.(r.agent, true);
+    })());
+  }
+  await Promise.all(jobs);
+  out.stopped.sort();
+  out.stale.sort();
+  return out;
+}

@@ -1,0 +1,98 @@
+import { assert, assertEquals } from "../../tests/assert.ts";
+import { startTime } from "../sandbox/receipt.ts";
+import {
+  type InstanceReceipt,
+  parseReceipt,
+  reapReceipts,
+  receiptMatches,
+  receiptOf,
+  stopVerified,
+  writeReceipt,
+} from "./receipt.ts";
+
+function alive(pid: number): boolean {
+  try {
+    return Deno.readTextFileSync(`/proc/${pid}/stat`).split(") ")[1][0] !== "Z";
+  } catch {
+    return false;
+  }
+}
+
+/** A `sleep` in its own process group (as an instance is), and its receipt. */
+function victim(): { child: Deno.ChildProcess; receipt: InstanceReceipt } {
+  const child = new Deno.Command("setsid", {
+    args: ["sleep", "60"],
+    stdout: "null",
+    stderr: "null",
+  }).spawn();
+  const receipt = receiptOf("t", child.pid, { uid: 0 });
+  if (!receipt) throw new Error("sleep is gone");
+  return { child, receipt };
+}
+
+Deno.test("receiptOf() records pid, pgid, /proc start time, boot id, unit and a 128-bit invocation", async () => {
+  const { child, receipt } = victim();
+  try {
+    assertEquals(parseReceipt(JSON.stringify(receipt)), receipt);
+    assertEquals(
+      [receipt.unit, receipt.pgid, receipt.start_time],
+      ["cortexfs-agent-t", child.pid, startTime(child.pid)],
+    );
+    assert(/^[0-9a-f]{32}$/.test(receipt.invocation));
+    assert(receiptMatches(receipt));
+  } finally {
+    child.kill("SIGKILL");
+    await child.status;
+  }
+});
+
+Deno.test("stopVerified() kills nothing for a reused pid (other start time or boot); a matching one is stopped", async () => {
+  const { child, receipt } = victim();
+  try {
+    const reused = { ...receipt, start_time: String(Number(receipt.start_time) - 1) };
+    const otherBoot = { ...receipt, boot_id: "00000000-0000-0000-0000-000000000000" };
+    assertEquals(await stopVerified(reused, { graceMs: 100 }), "stale");
+    assertEquals(await stopVerified(otherBoot, { graceMs: 100 }), "stale");
+    assert(alive(child.pid));
+    assertEquals(await stopVerified(receipt, { graceMs: 2000, exited: child.status }), "exited");
+    assertEquals((await child.status).signal, "SIGTERM");
+  } finally {
+    try {
+      child.kill("SIGKILL");
+    } catch { /* gone */ }
+    await child.status;
+  }
+});
+
+Deno.test("reapReceipts() stops a matching orphan, clears a reused one untouched, removes every receipt", async () => {
+  const dir = Deno.makeTempDirSync();
+  const a = victim(), b = victim();
+  try {
+    writeReceipt(dir, { ...a.receipt, agent: "a", unit: "cortexfs-agent-a" });
+    writeReceipt(dir, {
+      ...b.receipt,
+      agent: "b",
+      unit: "cortexfs-agent-b",
+      start_time: String(Number(b.receipt.start_time) - 1),
+    });
+    Deno.writeTextFileSync(`${dir}/junk.json`, "{");
+    const seen: [string, boolean][] = [];
+    const r = await reapReceipts(dir, {
+      graceMs: 2000,
+      onReaped: (n, live) => seen.push([n, live]),
+    });
+    assertEquals(r, { stopped: ["a"], stale: ["b.json", "junk.json"] });
+    assertEquals(seen.sort(), [["a", true], ["b", false]]);
+    assertEquals([...Deno.readDirSync(dir)], []);
+    await a.child.status;
+    assert(alive(b.child.pid));
+  } finally {
+    for (const v of [a, b]) {
+      try {
+        v.child.kill("SIGKILL");
+      } catch { /* gone */ }
+      await v.child.status;
+    }
+    Deno.removeSync(dir, { recursive: true });
+  }
+});

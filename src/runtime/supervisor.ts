@@ -1,0 +1,380 @@
+/** The built-in supervisor: owns every agent's listening socket, starts one instance per agent on demand, records receipts before releasing it, stops only what a receipt proves. */
+import { type ChildProcess, spawn } from "node:child_process";
+import { CtxError } from "../abi/errno.ts";
+import { encodeFrame } from "../abi/frames.ts";
+import { ensureDir, replaceFile } from "../store/atomic.ts";
+import { readRegularText } from "../store/regular.ts";
+import { closeFd, listenUnix, refuseWaiting } from "../sys/listen.ts";
+import { Activator } from "./activator.ts";
+import { groupsDir, reapGroups } from "./groups.ts";
+import { Presence } from "./presence.ts";
+import {
+  dropReceipt,
+  type InstanceReceipt,
+  type ReapedInstances,
+  reapReceipts,
+  receiptOf,
+  receiptsDir,
+  type Stopped,
+  stopVerified,
+  writeReceipt,
+} from "./receipt.ts";
+import { linkAlias } from "./server.ts";
+
+/** How long a stopped instance has between SIGTERM and SIGKILL. */
+export const STOP_GRACE_MS = 5_000;
+/** Default idle timeout of an instance (seconds). */
+export const IDLE_SECONDS = 300;
+
+/** Options for {@link startSupervisor}. */
+export interface SupervisorOptions {
+  root: string;
+  run: string;
+  mount?: string;
+  /** The argv that runs `cortexfsd instance` (the agent name and flags are appended). */
+  command: string[];
+  /** Idle timeout of every instance, seconds. */
+  idleSeconds?: number;
+  /** SIGTERM-to-SIGKILL grace of a stop (ms). */
+  graceMs?: number;
+  /** The environment instances get (plus LISTEN_FDS/LISTEN_PID); default this process's. */
+  env?: Record<string, string>;
+}
+
+/** One agent as `ps`/`status` report it. */
+export interface InstanceInfo {
+  agent: string;
+  /** `agent/<n>.d/status` as the instance (or the host) last wrote it. */
+  state: string;
+  pid: number | null;
+  receipt: InstanceReceipt | null;
+}
+
+interface Live {
+  child: ChildProcess;
+  /** Absent only when the process was gone before its receipt could be read. */
+  receipt?: InstanceReceipt;
+  /** Resolves once the exit is recorded (status, receipt removed, socket armed again). */
+  exited: Promise<void>;
+  /** True once the instance printed `ready`; false when it ended before. */
+  ready: Promise<boolean>;
+  stopping: boolean;
+  /** The host is closing: its end is not a failure. */
+  leaving: boolean;
+}
+
+interface Slot {
+  name: string;
+  fd: number;
+  path: string;
+  live?: Live;
+  starting?: Promise<Live>;
+}
+
+/** The running supervisor. */
+export interface Supervisor {
+  /** Creates (or keeps) `name`'s listening socket and arms it; no instance is started. */
+  serve(name: string): Promise<string>;
+  /** The definition is gone: its instance is stopped, its socket closed and removed. */
+  unserve(name: string): Promise<void>;
+  /** Starts `name`'s instance unless one lives (`already`); resolves once it serves. */
+  start(name: string): Promise<{ receipt: InstanceReceipt; already: boolean }>;
+  /** Stops `name`'s instance as its receipt allows (`none`: no instance). */
+  stop(name: string): Promise<{ result: Stopped | "none"; receipt: InstanceReceipt | null }>;
+  status(name: string): InstanceInfo;
+  /** Live instances. */
+  ps(): InstanceInfo[];
+  agents(): string[];
+  /** What host start found in `<run>/instance` (a killed host's instances). */
+  readonly reaped: ReapedInstances;
+  /** Ends every instance (stdin EOF: live runs interrupted), closes every socket. */
+  close(): Promise<void>;
+}
+
+/**
+ * True where a systemd manager runs (`/run/systemd/system` exists, as sd_booted() checks). Transient
+ * units (`systemd-run`) are not built here (spec/runtime.md): the caller only says so.
+ */
+export function systemdBooted(): boolean {
+  try {
+    return Deno.lstatSync("/run/systemd/system").isDirectory;
+  } catch {
+    return false;
+  }
+}
+
+function agentNames(root: string): string[] {
+  const out: string[] = [];
+  for (const e of Deno.readDirSync(`${root}/agent`)) {
+    if (!e.isFile || e.name.startsWith(".") || e.name.endsWith(".sock")) continue;
+    out.push(e.name);
+  }
+  return out.sort();
+}
+
+function readTrim(path: string): string {
+  try {
+    return (readRegularText(path) ?? "").trim();
+  } catch {
+    return "";
+  }
+}
+
+/** Line-buffers an instance's stderr into the agent's log (whole lines only; the rest at exit). */
+function logPump(presence: Presence, name: string, child: ChildProcess): () => void {
+  let part = "";
+  child.stderr?.setEncoding("utf8");
+  child.stderr?.on("data", (chunk: string) => {
+    part += chunk;
+    const cut = part.lastIndexOf("\n");
+    if (cut < 0) return;
+    presence.log(name, part.slice(0, cut + 1));
+    part = part.slice(cut + 1);
+  });
+  return () => {
+    if (part !== "") presence.log(name, part + "\n");
+    part = "";
+  };
+}
+
+/**
+ * Starts the supervisor: reaps the receipts a killed host left (and their step groups), then
+ * creates one listening socket per agent and waits on all of them with one poll. No per-agent
+ * index, recovery or status work happens here: each instance does its own when it starts.
+ */
+export async function startSupervisor(o: SupervisorOptions): Promise<Supervisor> {
+  for (const [d, mode] of [["agent", 0o711], ["instance", 0o700], ["groups", 0o700]] as const) {
+    ensureDir(`${o.run}/${d}`, mode);
+    Deno.chmodSync(`${o.run}/${d}`, mode);
+  }
+  const presence = new Presence(o.root);
+  const grace = o.graceMs ?? STOP_GRACE_MS;
+  const dir = receiptsDir(o.run);
+  const reaped = await reapReceipts(dir, {
+    graceMs: grace,
+    onReaped: (agent) => presence.set(agent, "idle", null),
+  });
+  await reapGroups(groupsDir(o.run));
+  const slots = new Map<string, Slot>();
+  let closing = false;
+
+  const meta = (name: string, receipt: InstanceReceipt & { exit?: unknown }) => {
+    const path = `${o.root}/agent/${name}.d/meta.json`;
+    let cur: Record<string, unknown> = {};
+    try {
+      const v = JSON.parse(readRegularText(path) ?? "{}");
+      if (v && typeof v === "object" && !Array.isArray(v)) cur = v;
+    } catch { /* unreadable: the receipt alone */ }
+    try {
+      // A summary like status/pid: atomic, not fsynced; owner and mode stay the file's.
+      replaceFile(path, JSON.stringify({ ...cur, receipt }, null, 2) + "\n", { sync: false });
+    } catch { /* the agent may be gone */ }
+  };
+
+  const spawnInstance = (slot: Slot): Live => {
+    const { name } = slot;
+    presence.set(name, "start", null);
+    const args = [...o.command, name, "--root", o.root, "--run", o.run];
+    if (o.mount) args.push("--mount", o.mount);
+    args.push("--idle-timeout", String(o.idleSeconds ?? IDLE_SECONDS));
+    // sh sets LISTEN_PID to its own pid and execs in place: the instance checks it is its own.
+    const child = spawn("/bin/sh", ["-c", 'export LISTEN_PID=$$; exec "$@"', "sh", ...args], {
+      stdio: ["pipe", "pipe", "pipe", slot.fd],
+      detached: true, // setsid: its own session and group; a signal to it never reaches the host
+      env: { ...(o.env ?? Deno.env.toObject()), LISTEN_FDS: "1", LISTEN_FDNAMES: name },
+    });
+    const flush = logPump(presence, name, child);
+    const ready = Promise.withResolvers<boolean>();
+    let out = "";
+    child.stdout?.setEncoding("utf8");
+    child.stdout?.on("data", (c: string) => {
+      out += c;
+      if (out.includes("ready\n")) ready.resolve(true);
+    });
+    child.stdin?.on("error", () => {/* it exited first: the exit event tells */});
+    const exit = Promise.withResolvers<{ code: number | null; signal: string | null }>();
+    child.on("exit", (code, signal) => exit.resolve({ code, signal }));
+    child.on("error", () => exit.resolve({ code: 127, signal: null }));
+    const pid = child.pid ?? 0;
+    const receipt = pid > 0 ? receiptOf(name, pid, { uid: Deno.uid() ?? 0 }) : undefined;
+    const file = `${dir}/${name}.json`;
+    if (receipt) {
+      // Recorded before the instance is released: a host killed from here on leaves proof.
+      writeReceipt(dir, receipt);
+      meta(name, receipt);
+      presence.set(name, "start", pid);
+      // The correlation facts in the ordinary log (seed: durable agent.start events).
+      presence.log(
+        name,
+        `cortexfsd: agent.start unit=${receipt.unit} invocation=${receipt.invocation} pid=${pid}\n`,
+      );
+      child.stdin?.write("go\n");
+    }
+    const live: Live = {
+      child,
+      receipt,
+      ready: ready.promise,
+      stopping: false,
+      leaving: false,
+      exited: exit.promise.then(({ code, signal }) => {
+        ready.resolve(false);
+        flush();
+        dropReceipt(file);
+        const failed = !live.stopping && !live.leaving && (code !== 0 || signal !== null);
+        presence.log(
+          name,
+          `cortexfsd: instance ${name} pid ${pid} exited (${
+            signal ? `signal ${signal}` : `code ${code}`
+          })${failed ? ": failed" : ""}\n`,
+        );
+        presence.set(name, failed ? "dead" : "idle", null);
+        if (receipt) meta(name, { ...receipt, exit: { code, signal, at: Date.now() / 1000 } });
+        slot.live = undefined;
+        if (closing || slots.get(name) !== slot) return;
+        void live.ready.then((wasReady) => {
+          if (!wasReady) {
+            // It never served: the clients waiting now would only start it again. Tell them.
+            const why = `agent ${name}: its instance could not start (see agent/${name}.d/log)`;
+            const frame = encodeFrame({ type: "error", code: "EIO", message: why });
+            refuseWaiting(slot.fd, new TextEncoder().encode(frame));
+          }
+          activator.arm(name, slot.fd);
+        });
+      }),
+    };
+    return live;
+  };
+
+  const start = async (name: string) => {
+    const slot = slots.get(name);
+    if (!slot) throw new CtxError("ENOENT", `agent ${name} is not served`);
+    if (slot.live) return { live: slot.live, already: true };
+    if (slot.starting) return { live: await slot.starting, already: true };
+    activator.disarm(name);
+    const live = spawnInstance(slot);
+    slot.live = live;
+    const p = live.ready.then(() => live);
+    slot.starting = p;
+    try {
+      await p;
+    } finally {
+      slot.starting = undefined;
+    }
+    return { live, already: false };
+  };
+
+  const activator = new Activator((name) => {
+    void start(name).catch((e) => console.error(`cortexfsd: starting ${name}: ${e}`));
+  });
+
+  const info = (name: string): InstanceInfo => {
+    const d = `${o.root}/agent/${name}.d`;
+    const pid = Number(readTrim(`${d}/pid`)) || null;
+    const receipt = slots.get(name)?.live?.receipt ?? null;
+    return { agent: name, state: readTrim(`${d}/status`) || "dead", pid, receipt };
+  };
+
+  const stopLive = async (live: Live): Promise<Stopped> => {
+    if (!live.receipt) return "stale"; // nothing proven, nothing signalled
+    live.stopping = true;
+    presence.set(live.receipt.agent, "stopping", live.receipt.pid);
+    const result = await stopVerified(live.receipt, { graceMs: grace, exited: live.exited });
+    await live.exited;
+    return result;
+  };
+
+  const serve = (name: string) => {
+    const have = slots.get(name);
+    if (have) return Promise.resolve(have.path);
+    const path = `${o.run}/agent/${name}.sock`;
+    try {
+      if (Deno.lstatSync(path).isSocket) Deno.removeSync(path); // stale from a killed host
+    } catch { /* absent */ }
+    const fd = listenUnix(path);
+    if (fd < 0) {
+      return Promise.reject(new CtxError("EIO", `cannot listen on ${path} (errno ${-fd})`));
+    }
+    Deno.chmodSync(path, 0o666); // SO_PEERCRED decides, in the instance
+    linkAlias(o.root, name, path);
+    slots.set(name, { name, fd, path });
+    activator.arm(name, fd);
+    if (!booting) markIdle(name);
+    return Promise.resolve(path);
+  };
+  /** Served, no instance: `idle` (written only when it says otherwise: a restart costs reads). */
+  const markIdle = (name: string) => {
+    const d = `${o.root}/agent/${name}.d`;
+    if (slots.get(name)?.live) return;
+    if (readTrim(`${d}/status`) !== "idle" || readTrim(`${d}/pid`) !== "") {
+      presence.set(name, "idle", null);
+    }
+  };
+
+  // Every socket first (clients can connect as soon as theirs exists), the summaries after.
+  let booting = true;
+  const names = agentNames(o.root);
+  for (const name of names) {
+    await serve(name).catch((e) => console.error(`cortexfsd: not serving ${name}: ${e}`));
+  }
+  booting = false;
+  for (const name of names) if (slots.has(name)) markIdle(name);
+
+  return {
+    serve,
+    reaped,
+    agents: () => [...slots.keys()].sort(),
+    async start(name) {
+      const { live, already } = await start(name);
+      if (!(await live.ready) || !live.receipt) {
+        throw new CtxError("EIO", `agent ${name}: its instance exited before it served`);
+      }
+      return { receipt: live.receipt, already };
+    },
+    async stop(name) {
+      const slot = slots.get(name);
+      if (!slot) throw new CtxError("ENOENT", `agent ${name} is not served`);
+      const live = slot.live;
+      if (!live) return { result: "none", receipt: null };
+      return { result: await stopLive(live), receipt: live.receipt ?? null };
+    },
+    status: info,
+    ps: () => [...slots.values()].filter((s) => s.live).map((s) => info(s.name)),
+    async unserve(name) {
+      const slot = slots.get(name);
+      if (!slot) return;
+      slots.delete(name);
+      if (slot.live) await stopLive(slot.live);
+      activator.forget(name, slot.fd);
+      for (const p of [slot.path, `${o.root}/agent/${name}.sock`]) {
+        try {
+          Deno.removeSync(p);
+        } catch { /* gone */ }
+      }
+    },
+    async close() {
+      closing = true;
+      const lives = [...slots.values()].flatMap((s) => s.live ? [s.live] : []);
+      await Promise.all(lives.map(async (live) => {
+        live.leaving = true;
+        live.child.stdin?.end(); // EOF: the instance interrupts its runs (EINTR) and exits
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        const late = new Promise<"late">((r) => timer = setTimeout(() => r("late"), grace));
+        const why = await Promise.race([live.exited.then(() => "gone" as const), late]);
+        clearTimeout(timer);
+        if (why === "late" && live.receipt) {
+          await stopVerified(live.receipt, { graceMs: grace, exited: live.exited });
+        }
+        await live.exited;
+      }));
+      await activator.close();
+      for (const slot of slots.values()) {
+        presence.set(slot.name, "dead", null); // nothing serves it any more
+        closeFd(slot.fd);
+        try {
+          Deno.removeSync(slot.path);
+        } catch { /* gone */ }
+      }
+      slots.clear();
+    },
+  };
+}

@@ -1,0 +1,123 @@
+/** Listening Unix sockets the host creates but never accepts on, an eventfd, and one poll over many fds. */
+import { ARCH } from "./arch.ts";
+import { errno, libc } from "./ffi.ts";
+import { fstat } from "./libc.ts";
+
+const AF_UNIX = 1;
+const SOCK_STREAM = 1;
+// SOCK_* and EFD_* take the O_* values of the architecture.
+const SOCK_NONBLOCK = ARCH.O.NONBLOCK;
+const SOCK_CLOEXEC = ARCH.O.CLOEXEC;
+const EFD_NONBLOCK = ARCH.O.NONBLOCK;
+const EFD_CLOEXEC = ARCH.O.CLOEXEC;
+const POLLIN = 1;
+const F_GETFL = 3;
+const F_SETFL = 4;
+/** `sizeof(struct sockaddr_un)`; `sun_path` holds 107 bytes and a NUL. */
+const SUN_LEN = 110;
+/** Listen backlog: connections wait here (never answered by the host) until an instance accepts. */
+export const BACKLOG = 128;
+
+/**
+ * socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC) + bind(path) + listen: the fd, or
+ * -errno (the half-made socket closed). The file's mode is the caller's (chmod after). Close-on-exec
+ * from its first instant: it reaches a child only where the spawn names it on purpose.
+ */
+export function listenUnix(path: string): number {
+  const s = libc();
+  const bytes = new TextEncoder().encode(path);
+  if (bytes.length >= SUN_LEN - 2) return -36; // ENAMETOOLONG
+  const addr = new Uint8Array(SUN_LEN);
+  new DataView(addr.buffer).setUint16(0, AF_UNIX, true);
+  addr.set(bytes, 2);
+  const fd = s.socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -errno();
+  if (s.bind(fd, addr, 2 + bytes.length + 1) !== 0 || s.listen(fd, BACKLOG) !== 0) {
+    const n = errno();
+    s.close(fd);
+    return -n;
+  }
+  return fd;
+}
+
+/**
+ * Answers every connection waiting on listening `fd` with `frame` and closes it (nonblocking:
+ * returns once the backlog is empty). Only for an agent whose instance could not start: without
+ * it the same waiting client would start a failing instance again and again.
+ */
+export function refuseWaiting(fd: number, frame: Uint8Array): number {
+  const s = libc();
+  // An instance's runtime may have made the shared open file description blocking (it is the
+  // same socket): nonblocking again, or the last accept would wait for the next client forever.
+  const fl = s.fcntl(fd, F_GETFL, 0);
+  if (fl < 0 || s.fcntl(fd, F_SETFL, fl | SOCK_NONBLOCK) < 0) return 0;
+  let n = 0;
+  for (;;) {
+    const c = s.accept4(fd, null, null, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (c < 0) return n; // EAGAIN: nobody else waits
+    s.write(c, frame, BigInt(frame.length)); // a small frame fits an empty socket buffer
+    s.close(c);
+    n++;
+  }
+}
+
+/** close(2): 0 or -errno. */
+export function closeFd(fd: number): number {
+  return libc().close(fd) === 0 ? 0 : -errno();
+}
+
+/** The inode number of an open fd (tests compare sockets across processes by it), or -errno. */
+export function inodeOf(fd: number): number {
+  const st = fstat(fd);
+  return typeof st === "number" ? st : st.ino;
+}
+
+/** A wake-up fd (eventfd, nonblocking, close-on-exec) that re-arms a {@link pollReadable} wait. */
+export class Wake {
+  readonly fd: number;
+  readonly #one = new Uint8Array(new BigUint64Array([1n]).buffer);
+  readonly #drain = new Uint8Array(8);
+
+  constructor() {
+    this.fd = libc().eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (this.fd < 0) throw new Error(`eventfd failed (errno ${errno()})`);
+  }
+
+  /** Makes a pending (or the next) wait return at once. */
+  ring(): void {
+    libc().write(this.fd, this.#one, 8n);
+  }
+
+  /** Consumes every ring so far (nonblocking: nothing to read is fine). */
+  drain(): void {
+    libc().read(this.fd, this.#drain, 8n);
+  }
+
+  /** Closes the eventfd (only once no wait uses it). */
+  close(): void {
+    libc().close(this.fd);
+  }
+}
+
+/**
+ * One poll(2) for readability over `fds` (and `wake.fd`), off the JS thread, with no timeout:
+ * resolves to the subset of `fds` that is readable or hung up (empty when only the wake rang).
+ * The caller must not close any of these fds until it resolves.
+ */
+export async function pollReadable(fds: readonly number[], wake: Wake): Promise<number[]> {
+  const all = [wake.fd, ...fds];
+  const buf = new Uint8Array(8 * all.length);
+  const v = new DataView(buf.buffer);
+  all.forEach((fd, i) => {
+    v.setInt32(8 * i, fd, true);
+    v.setInt16(8 * i + 4, POLLIN, true);
+  });
+  const r = await libc().poll(buf, BigInt(all.length), -1);
+  wake.drain();
+  if (r <= 0) return []; // EINTR: the caller polls again
+  const out: number[] = [];
+  for (let i = 1; i < all.length; i++) {
+    if (v.getInt16(8 * i + 6, true) !== 0) out.push(all[i]);
+  }
+  return out;
+}
