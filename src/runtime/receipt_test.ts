@@ -18,20 +18,33 @@ function alive(pid: number): boolean {
   }
 }
 
-/** A `sleep` in its own process group (as an instance is), and its receipt. */
-function victim(): { child: Deno.ChildProcess; receipt: InstanceReceipt } {
+/** The process group of `pid` (field 5 of /proc/<pid>/stat, after the command name). */
+function pgidOf(pid: number): number {
+  const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
+  return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[2]);
+}
+
+/**
+ * A `sleep` in its own process group (as an instance is: the supervisor's spawn runs setsid
+ * before it returns), and its receipt. `setsid(1)` runs setsid() only once it is executing, so
+ * the receipt waits for the group to exist: a signal to it before then would reach nothing.
+ */
+async function victim(): Promise<{ child: Deno.ChildProcess; receipt: InstanceReceipt }> {
   const child = new Deno.Command("setsid", {
     args: ["sleep", "60"],
     stdout: "null",
     stderr: "null",
   }).spawn();
+  for (let i = 0; i < 1000 && pgidOf(child.pid) !== child.pid; i++) {
+    await new Promise((r) => setTimeout(r, 5));
+  }
   const receipt = receiptOf("t", child.pid, { uid: 0 });
   if (!receipt) throw new Error("sleep is gone");
   return { child, receipt };
 }
 
 Deno.test("receiptOf() records pid, pgid, /proc start time, boot id, unit and a 128-bit invocation", async () => {
-  const { child, receipt } = victim();
+  const { child, receipt } = await victim();
   try {
     assertEquals(parseReceipt(JSON.stringify(receipt)), receipt);
     assertEquals(
@@ -47,7 +60,7 @@ Deno.test("receiptOf() records pid, pgid, /proc start time, boot id, unit and a 
 });
 
 Deno.test("stopVerified() kills nothing for a reused pid (other start time or boot); a matching one is stopped", async () => {
-  const { child, receipt } = victim();
+  const { child, receipt } = await victim();
   try {
     const reused = { ...receipt, start_time: String(Number(receipt.start_time) - 1) };
     const otherBoot = { ...receipt, boot_id: "00000000-0000-0000-0000-000000000000" };
@@ -66,7 +79,7 @@ Deno.test("stopVerified() kills nothing for a reused pid (other start time or bo
 
 Deno.test("reapReceipts() stops a matching orphan, clears a reused one untouched, removes every receipt", async () => {
   const dir = Deno.makeTempDirSync();
-  const a = victim(), b = victim();
+  const a = await victim(), b = await victim();
   try {
     writeReceipt(dir, { ...a.receipt, agent: "a", unit: "cortexfs-agent-a" });
     writeReceipt(dir, {
