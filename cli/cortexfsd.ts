@@ -10,7 +10,7 @@ import { resolvePaths } from "../src/store/paths.ts";
 import { holdServing } from "../src/store/serving.ts";
 import { launchers, mountedType, startMountThread } from "../src/fuse/mod.ts";
 import permissions from "../packaging/permissions.json" with { type: "json" };
-import { self } from "../packaging/self.ts";
+import { programArgv, self } from "../packaging/self.ts";
 
 const install = self(Deno.env.toObject());
 const checkout = new URL("..", import.meta.url).pathname.replace(/\/$/, "");
@@ -37,19 +37,13 @@ function idleSeconds(v: string | undefined): number {
   return n;
 }
 
-/** The argv that starts `cortexfsd instance` the way this process was started (compiled or not). */
+/**
+ * The argv that starts `cortexfsd instance` the way this process was started: compiled, from the
+ * built single file (its pinned deno on its own bundle) or from a checkout (packaging/self.ts).
+ */
 function instanceCommand(): string[] {
   if (Deno.build.standalone) return [Deno.execPath(), "instance"];
-  return [
-    Deno.execPath(),
-    "run",
-    "--quiet",
-    "--no-prompt",
-    `--config=${checkout}/deno.json`,
-    ...permissions.cortexfsd,
-    `${checkout}/cli/cortexfsd.ts`,
-    "instance",
-  ];
+  return programArgv(install, "cortexfsd", ["instance"]);
 }
 
 /**
