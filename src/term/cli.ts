@@ -1,6 +1,7 @@
 /** ctxterm's command line: the server (`--listen SOCKET -- CMD...`) and the two client modes (`watch|attach SOCKET`). */
 import { CtxError } from "../abi/errno.ts";
 import { pickAllowed } from "../sandbox/env.ts";
+import type { FsId } from "../sys/fsid.ts";
 import { join } from "./client.ts";
 import { parseSizeArg, runTerminal } from "./main.ts";
 
@@ -8,6 +9,8 @@ import { parseSizeArg, runTerminal } from "./main.ts";
 export const USAGE =
   `usage: ctxterm --listen SOCKET [--record DIR] [--alias PATH] [--id ID] [--agent A] [--session S]
                [--owner UID] [--size ROWSxCOLS] [--cwd DIR] [--show-cwd PATH] [--ready] -- CMD [ARGS...]
+       ctxterm --listen SOCKET ... --sandbox AGENT --root TREE --uid UID --workspace DIR
+                                   interactive tsh in AGENT's bubblewrap sandbox (no CMD)
        ctxterm watch SOCKET        read-only view of a terminal (Ctrl+] or Ctrl+C leaves)
        ctxterm attach SOCKET       join it read-write (Ctrl+] detaches)
 The program starts with an environment of the sandbox allowlist only (CTX_* HOME USER LOGNAME
@@ -27,6 +30,10 @@ const FLAGS = new Set([
   "--size",
   "--cwd",
   "--show-cwd",
+  "--sandbox",
+  "--root",
+  "--uid",
+  "--workspace",
 ]);
 
 /** Runs ctxterm with `argv`; returns its exit code (the program's, for the server). */
@@ -56,7 +63,10 @@ export async function ctxtermMain(
     else throw new CtxError("EINVAL", `unknown or incomplete option "${a}"\n${USAGE}`);
   }
   const cmd = argv.slice(i);
-  if (!opt.listen || cmd.length === 0) throw new CtxError("EINVAL", USAGE.trimEnd());
+  const sandboxed = opt.sandbox !== undefined;
+  if (!opt.listen || (cmd.length === 0) !== sandboxed) {
+    throw new CtxError("EINVAL", USAGE.trimEnd());
+  }
   if (!opt.listen.startsWith("/")) opt.listen = `${Deno.cwd()}/${opt.listen}`;
   const size = opt.size
     ? parseSizeArg(opt.size)
@@ -67,15 +77,43 @@ export async function ctxtermMain(
   if (owner !== undefined && !(Number.isInteger(owner) && owner >= 0)) {
     throw new CtxError("EINVAL", `--owner "${opt.owner}" is not a uid`);
   }
-  const childEnv = { TERM: "xterm-256color", ...pickAllowed(env) };
+  let program: { argv: string[]; env: Record<string, string> } = {
+    argv: cmd,
+    env: { TERM: "xterm-256color", ...pickAllowed(env) },
+  };
+  let as: FsId | undefined, cleanup: (() => void) | undefined, shownCwd = opt["show-cwd"];
+  let shownCommand: string[] | undefined;
+  if (sandboxed) {
+    const uid = Number(opt.uid ?? Deno.uid());
+    if (!opt.root || !opt.workspace || !Number.isInteger(uid)) {
+      throw new CtxError("EINVAL", "--sandbox needs --root TREE, --uid UID and --workspace DIR");
+    }
+    const { agentShell } = await import("./sandbox.ts");
+    const shell = await agentShell({
+      root: opt.root,
+      agent: opt.sandbox,
+      uid,
+      workspace: opt.workspace,
+      env,
+    });
+    program = { argv: shell.argv, env: shell.env };
+    // A root-run terminal writes the session's files as the agent identity owning them.
+    if (Deno.uid() === 0 && shell.as.uid !== 0) as = shell.as;
+    cleanup = shell.cleanup;
+    shownCwd ??= "/workspace";
+    shownCommand = ["tsh"];
+  }
   return await runTerminal({
     listen: opt.listen,
     alias: opt.alias,
     record: opt.record,
-    argv: cmd,
-    env: childEnv,
+    as,
+    cleanup,
+    argv: program.argv,
+    env: program.env,
     cwd: opt.cwd,
-    shownCwd: opt["show-cwd"],
+    shownCwd,
+    shownCommand,
     size,
     owner,
     id: opt.id,

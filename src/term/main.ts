@@ -1,7 +1,7 @@
 /** One terminal's life: the PTY program, its VT model, its recording and its socket, from spawn to `process.exit`. */
 import { CtxError, toCtxError } from "../abi/errno.ts";
 import type { TerminalMeta } from "../abi/terminal.ts";
-import type { FsId } from "../sys/fsid.ts";
+import { asUser, type FsId } from "../sys/fsid.ts";
 import type { ExitStatus, WinSize } from "../sys/pty.ts";
 import { PtyChild } from "./child.ts";
 import { Recorder } from "./record.ts";
@@ -30,6 +30,8 @@ export interface TerminalOptions {
   shownCwd?: string;
   /** Initial window size (the first attacher's replaces it). */
   size: WinSize;
+  /** The command the resource shows (default `argv`: a sandbox launcher shows `tsh`). */
+  shownCommand?: string[];
   /** Who may watch and attach besides root (default: our uid). */
   owner?: number;
   id?: string;
@@ -75,7 +77,7 @@ export async function runTerminal(o: TerminalOptions): Promise<number> {
     session: o.session ?? "",
     owner: String(owner),
     cwd: o.shownCwd ?? o.cwd ?? Deno.cwd(),
-    command: o.argv,
+    command: o.shownCommand ?? o.argv,
     state: "created",
     socket: o.listen,
     created_at: unix(),
@@ -97,7 +99,7 @@ export async function runTerminal(o: TerminalOptions): Promise<number> {
   const screen = new Screen(o.size);
   rec?.event({
     type: "terminal.start",
-    command: o.argv,
+    command: o.shownCommand ?? o.argv,
     rows: o.size.rows,
     cols: o.size.cols,
     pid: child.pid,
@@ -151,7 +153,8 @@ export async function runTerminal(o: TerminalOptions): Promise<number> {
     o.cleanup?.();
     throw e;
   }
-  if (o.alias) linkAlias(o.alias, o.listen);
+  const asOwner = <T>(fn: () => T): T => o.as ? asUser(o.as, fn) : fn();
+  if (o.alias) asOwner(() => linkAlias(o.alias!, o.listen)); // checked just before
   o.ready?.({ socket: o.listen, pid: Deno.pid, child: child.pid });
 
   let stopReason: string | undefined;
@@ -181,7 +184,7 @@ export async function runTerminal(o: TerminalOptions): Promise<number> {
   if (killTimer !== undefined) clearTimeout(killTimer);
   for (const [s, h] of handlers) Deno.removeSignalListener(s, h);
   // Clients hear the exit first (their detach records come before process.exit, the last record).
-  if (o.alias) unlinkAlias(o.alias, o.listen);
+  if (o.alias) asOwner(() => unlinkAlias(o.alias!, o.listen)); // checked just before
   await server.close({ exit_code: status.code, signal: status.signal });
   rec?.event({
     type: "process.exit",
