@@ -153,6 +153,8 @@ export class TermServer {
 
   #accept(socket: net.Socket, owner: number, hooks: ServerHooks): void {
     socket.on("error", () => {/* close follows */});
+    this.#sockets.add(socket);
+    socket.on("close", () => this.#sockets.delete(socket));
     let cred;
     try {
       const fd = fdOf(socket);
@@ -172,6 +174,7 @@ export class TermServer {
     const timer = setTimeout(() => {
       socket.end(jsonFrame(FRAME.error, { code: "ETIMEDOUT", message: "no mode line" }));
     }, MODE_TIMEOUT_MS);
+    socket.once("close", () => clearTimeout(timer));
     const onHead = (chunk: Uint8Array) => {
       const buf = new Uint8Array(head.length + chunk.length);
       buf.set(head);
@@ -257,6 +260,8 @@ export class TermServer {
   }
   #slow = new Set<Client>();
   #closing = false;
+  /** Every accepted socket, admitted or not: closing the server ends them all. */
+  #sockets = new Set<net.Socket>();
 
   #drop(c: Client, hooks: ServerHooks, reason: string): void {
     if (c.gone) return;
@@ -300,8 +305,11 @@ export class TermServer {
     }
     // Bounded: a client that never reads its last frames is cut off.
     const cut = setTimeout(() => {
-      for (const c of this.#clients) c.socket.destroy();
+      for (const s of this.#sockets) s.destroy();
     }, 2000);
+    // Connections refused or still sending their mode line have nothing more to hear.
+    const clientSockets = new Set([...this.#clients].map((c) => c.socket));
+    for (const s of this.#sockets) if (!clientSockets.has(s)) s.destroy();
     await Promise.all([...ends, new Promise<void>((r) => this.#server.close(() => r()))]);
     clearTimeout(cut);
     this.unlink();

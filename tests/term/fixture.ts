@@ -153,6 +153,12 @@ export async function until(pred: () => boolean, what: string, ms = 15000): Prom
 export class RawClient {
   frames: { type: number; payload: Uint8Array }[] = [];
   closed = false;
+  /** Output bytes received, and the last 4096 characters of it. */
+  received = 0;
+  tail = "";
+  /** Keep output frames in `frames` (false for floods: only `received` and `tail`). */
+  keepOutput = true;
+  #dec = new TextDecoder();
   #reader = new FrameReader(64 * 1024 * 1024);
   private constructor(readonly conn: Deno.UnixConn) {}
 
@@ -170,9 +176,17 @@ export class RawClient {
     for (;;) {
       const n = await this.conn.read(buf).catch(() => null);
       if (n === null) break;
-      this.frames.push(...(this.#reader.push(buf.slice(0, n)) ?? []));
+      for (const f of this.#reader.push(buf.slice(0, n)) ?? []) {
+        if (f.type === FRAME.output) {
+          this.received += f.payload.length;
+          this.tail = (this.tail + this.#dec.decode(f.payload)).slice(-4096);
+          if (!this.keepOutput) continue;
+        }
+        this.frames.push(f);
+      }
     }
     this.closed = true;
+    this.close();
   }
 
   /** Sends one frame. */
