@@ -8,6 +8,9 @@ import { Recorder } from "./record.ts";
 import { HIGH_WATER, Screen } from "./screen.ts";
 import { type ClientInfo, TermServer } from "./server.ts";
 
+/** Bytes queued to one client above which the reader lets the event loop write them out. */
+export const PACE_BACKLOG = 512 * 1024;
+
 /** Grace between SIGHUP to the program's session and SIGKILL, when the terminal is stopped. */
 export const STOP_GRACE_MS = 3000;
 
@@ -178,6 +181,10 @@ export async function runTerminal(o: TerminalOptions): Promise<number> {
     rec?.output(bytes);
     server.output(bytes);
     if (screen.backlog > HIGH_WATER) return screen.idle();
+    // Sockets make progress only while the event loop turns: with output queued to a client,
+    // give it a real turn (a timer) before the next read. Bounded: past MAX_CLIENT_BACKLOG that
+    // client is dropped, so no client can hold the PTY back for long.
+    if (server.backlog > PACE_BACKLOG) return new Promise((r) => setTimeout(r, 0));
   });
   const status: ExitStatus = await child.exited;
   await pumped;

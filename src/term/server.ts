@@ -146,6 +146,13 @@ export class TermServer {
     return self;
   }
 
+  /** The largest number of bytes queued to one client now. */
+  get backlog(): number {
+    let max = 0;
+    for (const c of this.#clients) max = Math.max(max, c.backlog);
+    return max;
+  }
+
   /** Clients connected now (watchers and attachers). */
   get clients(): ClientInfo[] {
     return [...this.#clients].map((c) => c.info);

@@ -33,7 +33,7 @@ export interface Term {
 /** Starts ctxterm on `cmd` in a fresh temp dir and waits for its ready line. */
 export async function startTerm(
   cmd: string[] = BASH,
-  options: { size?: string; env?: Record<string, string> } = {},
+  options: { size?: string; env?: Record<string, string>; record?: boolean } = {},
 ): Promise<Term> {
   const dir = await Deno.makeTempDir({ prefix: "ctx-term-" });
   const socket = `${dir}/run/main.sock`;
@@ -43,8 +43,7 @@ export async function startTerm(
       ...CTXTERM.slice(1),
       "--listen",
       socket,
-      "--record",
-      record,
+      ...(options.record ?? true ? ["--record", record] : []),
       "--size",
       options.size ?? "24x80",
       "--ready",
@@ -158,6 +157,8 @@ export class RawClient {
   tail = "";
   /** Keep output frames in `frames` (false for floods: only `received` and `tail`). */
   keepOutput = true;
+  /** Called with each output frame's text as it arrives. */
+  onOutput?: (text: string) => void;
   #dec = new TextDecoder();
   #reader = new FrameReader(64 * 1024 * 1024);
   private constructor(readonly conn: Deno.UnixConn) {}
@@ -179,7 +180,9 @@ export class RawClient {
       for (const f of this.#reader.push(buf.slice(0, n)) ?? []) {
         if (f.type === FRAME.output) {
           this.received += f.payload.length;
-          this.tail = (this.tail + this.#dec.decode(f.payload)).slice(-4096);
+          const text = this.#dec.decode(f.payload);
+          this.tail = (this.tail + text).slice(-4096);
+          this.onOutput?.(text);
           if (!this.keepOutput) continue;
         }
         this.frames.push(f);
