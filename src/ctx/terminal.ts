@@ -67,10 +67,13 @@ export function register(agent: Command, ctx: AgentContext): void {
       .argument("<agent>", "agent name")
       .option("-s, --session <name>", "session (default: index/current, then default)")
       .action((name: string, o: { session?: string }) =>
-        exiting(`agent/${name}`, () => {
+        exiting(`agent/${name}`, async () => {
           const root = ctx.root();
-          const session = pickSession(root, uid(), name, o.session);
-          return joinSession({ root, uid: uid(), agent: name, session }, mode, ctx.env);
+          // Sessions live in the agent identity's home (where `ctx terminal create` records).
+          const { loadAgent } = await import("../store/agent.ts");
+          const owner = loadAgent(root, name, { secrets: false }).uid;
+          const session = pickSession(root, owner, name, o.session);
+          return await joinSession({ root, uid: owner, agent: name, session }, mode, ctx.env);
         })
       );
   }
