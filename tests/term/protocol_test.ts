@@ -129,3 +129,45 @@ Deno.test("a client that never reads is dropped; the PTY and the other clients g
     await stopTerm(t);
   }
 });
+
+Deno.test({
+  name:
+    "the server itself refuses a peer uid that is neither the owner nor root, even on a widened socket",
+  // Needs root: it runs the foreign peer as another uid (setpriv).
+  ignore: Deno.uid() !== 0,
+}, async () => {
+  // Filesystem modes (0600 in 0700) already keep other uids out; this widens them on purpose to
+  // show the server's own SO_PEERCRED check. The foreign peer is /usr/bin/python3 as uid 4343.
+  const t = await startTerm();
+  try {
+    Deno.chmodSync(t.dir, 0o755);
+    Deno.chmodSync(`${t.dir}/run`, 0o755);
+    Deno.chmodSync(t.socket, 0o666);
+    const py = [
+      "import socket,sys",
+      "s=socket.socket(socket.AF_UNIX)",
+      `s.connect(${JSON.stringify(t.socket)})`,
+      "s.sendall(b'attach\\n')",
+      "d=b''",
+      "while True:",
+      "  c=s.recv(65536)",
+      "  if not c: break",
+      "  d+=c",
+      "sys.stdout.write(d[5:].decode())",
+    ].join("\n");
+    const o = await new Deno.Command("setpriv", {
+      args: ["--reuid=4343", "--regid=4343", "--clear-groups", "/usr/bin/python3", "-c", py],
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    const err = new TextDecoder().decode(o.stderr);
+    assertEquals(o.code, 0, err);
+    assertEquals(JSON.parse(new TextDecoder().decode(o.stdout)), {
+      code: "EACCES",
+      message: "uid 4343 is not the terminal's owner (uid 0) or root",
+    });
+    assertEquals(events(t).events.some((e) => e.type === "client.attach"), false);
+  } finally {
+    await stopTerm(t);
+  }
+});
