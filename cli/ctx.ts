@@ -171,9 +171,15 @@ addAgentCommands(
       import("../src/ctx/send.ts"),
       import("../src/ctx/history.ts"),
       import("../src/ctx/instance.ts"),
+      import("../src/ctx/terminal.ts"),
     ]).then((ms) => ms.map((m) => m.register))
     : [],
 );
+
+if (Deno.args.includes("terminal")) {
+  const { registerTerminal } = await import("../src/ctx/terminal.ts");
+  registerTerminal(program, { root, env });
+}
 
 try {
   // No command at all means `ctx status` (spec-digest 9).

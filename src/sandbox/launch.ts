@@ -60,7 +60,14 @@ let cachedLayout: HostLayout | undefined;
 /** The argv that runs `spec` (setpriv drops to the agent identity when the launcher is root). */
 export function launchArgv(
   spec: SandboxSpec,
-  options: { dataDir: string; layout: HostLayout; dieWithParent?: boolean; gated?: boolean },
+  options: {
+    dataDir: string;
+    layout: HostLayout;
+    dieWithParent?: boolean;
+    gated?: boolean;
+    /** setsid inside (default true); a PTY session passes false to keep its controlling tty. */
+    newSession?: boolean;
+  },
 ): { argv: string[]; data: Record<string, string> } {
   const p = profile(spec, options);
   const gated = options.gated ?? true;

@@ -66,6 +66,35 @@ const SYMBOLS = {
   utimensat: { parameters: ["i32", "buffer", "buffer", "i32"], result: "i32" },
   fstatvfs: { parameters: ["i32", "buffer"], result: "i32" },
   getdents64: { parameters: ["i32", "buffer", "usize"], result: "i32" },
+  // pseudo-terminals (pty.ts)
+  openpty: {
+    parameters: ["buffer", "buffer", "buffer", "pointer", "buffer"],
+    result: "i32",
+  },
+  posix_spawn: {
+    parameters: ["buffer", "buffer", "buffer", "buffer", "buffer", "buffer"],
+    result: "i32",
+  },
+  posix_spawnattr_init: { parameters: ["buffer"], result: "i32" },
+  posix_spawnattr_destroy: { parameters: ["buffer"], result: "i32" },
+  posix_spawnattr_setflags: { parameters: ["buffer", "i16"], result: "i32" },
+  posix_spawnattr_setsigmask: { parameters: ["buffer", "buffer"], result: "i32" },
+  posix_spawnattr_setsigdefault: { parameters: ["buffer", "buffer"], result: "i32" },
+  posix_spawn_file_actions_init: { parameters: ["buffer"], result: "i32" },
+  posix_spawn_file_actions_destroy: { parameters: ["buffer"], result: "i32" },
+  posix_spawn_file_actions_addopen: {
+    parameters: ["buffer", "i32", "buffer", "i32", "u32"],
+    result: "i32",
+  },
+  posix_spawn_file_actions_adddup2: { parameters: ["buffer", "i32", "i32"], result: "i32" },
+  posix_spawn_file_actions_addclosefrom_np: { parameters: ["buffer", "i32"], result: "i32" },
+  posix_spawn_file_actions_addchdir_np: { parameters: ["buffer", "buffer"], result: "i32" },
+  sigemptyset: { parameters: ["buffer"], result: "i32" },
+  sigfillset: { parameters: ["buffer"], result: "i32" },
+  // ioctl is variadic; on x86_64 the third argument is one register, so a fixed pointer sig is sound.
+  ioctl: { parameters: ["i32", "u64", "buffer"], result: "i32" },
+  // Blocks a worker thread until the child changes state; errno is unreadable afterwards.
+  waitpid: { parameters: ["i32", "buffer", "i32"], result: "i32", nonblocking: true },
   // identity of the calling thread (fsid.ts)
   setfsuid: { parameters: ["u32"], result: "i32" },
   setfsgid: { parameters: ["u32"], result: "i32" },

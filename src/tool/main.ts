@@ -4,10 +4,12 @@ import { operate, type ShellContext, words } from "./shell.ts";
 import { ctxPathFor, mapView, normalizeView } from "./resolve.ts";
 import type { ToolResult } from "./result.ts";
 import { toolCache } from "./config.ts";
+import { denoTty, LineEditor } from "./line.ts";
 
 const USAGE =
-  `usage: tsh [--json] [--root PATH] [--limit BYTES] [--cache N] [--timeout SECONDS] [--nproc N] [--args-stdin] [TOOL|BUILTIN [ARGS...]]
-With no operation tsh reads commands from a line-editing prompt. Tools resolve through CTX_PATH only.
+  `usage: tsh [--json] [--root PATH] [--limit BYTES] [--cache N] [--timeout SECONDS] [--nproc N] [--args-stdin] [--history FILE] [TOOL|BUILTIN [ARGS...]]
+With no operation tsh reads commands from a line-editing prompt (its lines kept in --history FILE).
+Tools resolve through CTX_PATH only.
 --limit bounds a tool's output (default 16384 bytes); --timeout bounds its wall-clock time
 (default 120 s), after which its whole process group is ended and the result is ETIMEDOUT.
 --nproc runs every tool under that RLIMIT_NPROC (prlimit), below tsh's own.
@@ -75,29 +77,70 @@ function frame(f: Record<string, unknown>): void {
   Deno.stdout.writeSync(new TextEncoder().encode(JSON.stringify(f) + "\n"));
 }
 
-async function repl(ctx: ShellContext): Promise<number> {
-  // Loaded only for the REPL: node compatibility costs start-up time on every one-shot run.
-  const { default: process } = await import("node:process");
-  const { createInterface } = await import("node:readline");
-  const rl = createInterface({
-    input: process.stdin,
-    output: process.stdout,
-    terminal: Deno.stdin.isTerminal(),
-    prompt: "tsh> ",
-  });
+/** Lines of history a REPL loads from its --history file. */
+const HISTORY_LINES = 1000;
+
+/** The last lines of a history file, oldest first; none when unreadable. */
+function loadHistory(path: string): string[] {
+  try {
+    return Deno.readTextFileSync(path).split("\n").filter((l) => l !== "").slice(-HISTORY_LINES);
+  } catch {
+    return [];
+  }
+}
+
+/** Lines of stdin when it is not a terminal (a pipe or a file), without editing; null at EOF. */
+function plainLines(): () => Promise<string | null> {
+  const reader = Deno.stdin.readable.pipeThrough(new TextDecoderStream()).getReader();
+  let buf = "", done = false;
+  return async () => {
+    for (;;) {
+      const nl = buf.indexOf("\n");
+      if (nl >= 0) {
+        const line = buf.slice(0, nl);
+        buf = buf.slice(nl + 1);
+        return line;
+      }
+      if (done) {
+        const rest = buf;
+        buf = "";
+        return rest === "" ? null : rest;
+      }
+      const r = await reader.read();
+      if (r.done) done = true;
+      else buf += r.value;
+    }
+  };
+}
+
+async function repl(ctx: ShellContext, options: { history?: string } = {}): Promise<number> {
+  const history = options.history;
+  const tty = Deno.stdin.isTerminal();
+  const editor = tty
+    ? new LineEditor(denoTty, { history: history ? loadHistory(history) : [] })
+    : undefined;
+  const plain = tty ? undefined : plainLines();
+  const prompt = tty ? "tsh> " : "";
+  if (!tty) Deno.stdout.writeSync(new TextEncoder().encode("tsh> "));
   let code = 0;
-  rl.prompt();
-  for await (const line of rl) {
+  for (;;) {
+    const line = editor ? await editor.readLine(prompt) : await plain!(); // one of the two is set
+    if (line === null) break;
+    editor?.remember(line);
     const args = words(line);
+    if (history && line.trim() !== "") {
+      try {
+        Deno.writeTextFileSync(history, line + "\n", { append: true, mode: 0o600 });
+      } catch { /* a read-only home keeps no history */ }
+    }
     if (args[0] === "exit") break;
     if (args.length) {
       const r = await operate(args, ctx);
       print(r);
       code = r.exitCode;
     }
-    rl.prompt();
+    if (!tty) Deno.stdout.writeSync(new TextEncoder().encode("tsh> "));
   }
-  rl.close();
   return code;
 }
 
@@ -133,7 +176,7 @@ async function stdinArgs(): Promise<string[] | string> {
 export async function tshMain(argv: string[]): Promise<number> {
   let json = false, root: string | undefined, limit: number | undefined;
   let cache: string | undefined, timeout: string | undefined, argsStdin = false;
-  let nproc: number | undefined;
+  let nproc: number | undefined, history: string | undefined;
   let i = 0;
   for (; i < argv.length; i++) {
     const a = argv[i];
@@ -144,6 +187,7 @@ export async function tshMain(argv: string[]): Promise<number> {
     else if (a === "--timeout" && i + 1 < argv.length) timeout = argv[++i];
     else if (a === "--nproc" && i + 1 < argv.length) nproc = Number(argv[++i]);
     else if (a === "--args-stdin") argsStdin = true;
+    else if (a === "--history" && i + 1 < argv.length) history = argv[++i];
     else if (a === "-h" || a === "--help") {
       Deno.stdout.writeSync(new TextEncoder().encode(USAGE));
       return 0;
@@ -196,7 +240,7 @@ export async function tshMain(argv: string[]): Promise<number> {
     }
     args = [...args, ...got];
   }
-  if (args.length === 0 && !json) return await repl(ctx);
+  if (args.length === 0 && !json) return await repl(ctx, { history });
   if (json) {
     frame({ type: "start", agent: ctx.agent ?? null });
     frame({ type: "tool_call", name: args[0] ?? "tsh", args: args.slice(1) });

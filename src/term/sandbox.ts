@@ -1,0 +1,112 @@
+/** The agent terminal's program: interactive tsh inside the agent's bubblewrap sandbox, built in ctxterm's own process (it holds the view's fds). */
+import { CtxError } from "../abi/errno.ts";
+import { effectiveRlimits } from "../abi/rlimit.ts";
+import { requireSandbox } from "../sandbox/doctor.ts";
+import { agentEnv } from "../sandbox/env.ts";
+import { launchArgv } from "../sandbox/launch.ts";
+import { loadAgent } from "../store/agent.ts";
+import { resolvePaths } from "../store/paths.ts";
+import { tshBundle } from "../tool/bundle.ts";
+import { SANDBOX_DENO, SANDBOX_TSH, TSH_NPROC_HEADROOM } from "../tool/run.ts";
+import { layoutOnce, prepareView } from "../tool/view.ts";
+import type { FsId } from "../sys/fsid.ts";
+import permissions from "../../packaging/permissions.json" with { type: "json" };
+
+/** Where the sandbox's shell keeps its line history (in the agent home, never the workspace). */
+export const HISTORY = "/home/agent/.tsh_history";
+
+/** What {@link agentShell} needs. */
+export interface ShellPlan {
+  /** Host path of the tree. */
+  root: string;
+  agent: string;
+  /** The client uid whose home holds the agent home (`home/<uid>/agent/<agent>`). */
+  uid: number;
+  /** Host directory bound read-write at /workspace (its `.git` read-only). */
+  workspace: string;
+  env: Record<string, string | undefined>;
+}
+
+/** The program ctxterm runs for an agent terminal, and what to release when it is gone. */
+export interface AgentShell {
+  /** `bash -c <gate> ... setpriv ... bwrap ... -- prlimit ... deno run tsh.js` */
+  argv: string[];
+  /** The launcher's own environment (bwrap builds the sandbox's from empty: --clearenv). */
+  env: Record<string, string>;
+  /** The identity session files are written as (the agent's). */
+  as: FsId;
+  /** Closes the view's fds and removes the synthetic passwd/group. */
+  cleanup(): void;
+}
+
+/** Deno's own needs inside (as runTsh gives them): a private cache, no update check. */
+const DENO_ENV = { DENO_DIR: "/tmp/.deno", DENO_NO_UPDATE_CHECK: "1" };
+
+/**
+ * Builds the seed's sandbox contract for an interactive terminal: the caller's directory at
+ * /workspace (rw, `.git` ro), HOME=/home/agent backed by the agent home, an empty environment
+ * plus the allowlist, no `--new-session` (the shell keeps the PTY as its controlling terminal),
+ * `--die-with-parent` (it ends with ctxterm). The view is prepared here, in the process that
+ * spawns bwrap: the gate reopens the view's fds through `/proc/<this pid>/fd/<n>`.
+ */
+export async function agentShell(p: ShellPlan): Promise<AgentShell> {
+  await requireSandbox();
+  const root = Deno.realPathSync(p.root);
+  const agent = loadAgent(root, p.agent, { secrets: false }); // a terminal never gets env secrets
+  const run = resolvePaths({ env: p.env }).run;
+  const view = prepareView(agent, { root, uid: p.uid, workspace: p.workspace, hidden: [run] });
+  const dataDir = Deno.makeTempDirSync({ prefix: "cortexfs-term-" });
+  const cleanup = () => {
+    view.close();
+    try {
+      Deno.removeSync(dataDir, { recursive: true });
+    } catch { /* gone */ }
+  };
+  try {
+    Deno.chmodSync(dataDir, 0o711); // bwrap runs as the agent uid: it reads these files
+    const bundle = await tshBundle();
+    const env = agentEnv({
+      agent: agent.name,
+      subject: agent.subject,
+      uid: p.uid,
+      ctxPath: agent.path,
+    });
+    const { argv, data } = launchArgv({
+      ...view.spec,
+      nprocHeadroom: TSH_NPROC_HEADROOM,
+      env: { ...env, ...DENO_ENV },
+      binds: [
+        { src: Deno.execPath(), dst: SANDBOX_DENO, mode: "ro" },
+        { src: bundle, dst: SANDBOX_TSH, mode: "ro" },
+      ],
+      command: [
+        SANDBOX_DENO,
+        "run",
+        "--quiet",
+        "--no-config",
+        "--no-lock",
+        "--no-remote",
+        "--no-npm",
+        ...permissions.tsh,
+        SANDBOX_TSH,
+        "--nproc",
+        String(effectiveRlimits(agent.rlimit).nproc),
+        "--history",
+        HISTORY,
+      ],
+    }, { dataDir, layout: layoutOnce(), dieWithParent: true, gated: false, newSession: false });
+    for (const [name, text] of Object.entries(data)) {
+      Deno.writeTextFileSync(`${dataDir}/${name}`, text, { mode: 0o444 });
+      Deno.chmodSync(`${dataDir}/${name}`, 0o444);
+    }
+    return {
+      argv,
+      env: { PATH: "/usr/bin:/bin" },
+      as: { uid: agent.uid, gid: agent.gid, groups: agent.groups },
+      cleanup,
+    };
+  } catch (e) {
+    cleanup();
+    throw e instanceof CtxError ? e : new CtxError("EIO", String(e));
+  }
+}
