@@ -1,6 +1,8 @@
 /** The headless VT model of one terminal: fed every output byte, it answers the current screen as escape sequences for late joiners. */
-import xterm from "@xterm/headless";
-import serialize from "@xterm/addon-serialize";
+// Named imports of the ESM builds: what both `deno run` and `deno bundle` (the single file)
+// resolve; the headless package names no ESM entry of its own, so its file is named.
+import { Terminal } from "@xterm/headless/lib-headless/xterm-headless.mjs";
+import { SerializeAddon } from "@xterm/addon-serialize";
 
 /** Bytes fed but not yet parsed above which the reader should wait ({@link Screen.idle}). */
 export const HIGH_WATER = 4 * 1024 * 1024;
@@ -31,7 +33,7 @@ export class Screen {
   #sync: ((data: Uint8Array) => void) | undefined;
 
   constructor(size: { rows: number; cols: number }, options: { scrollback?: number } = {}) {
-    const T = (xterm as unknown as { Terminal: new (o: unknown) => Term }).Terminal;
+    const T = Terminal as unknown as new (o: unknown) => Term;
     this.#term = new T({
       rows: size.rows,
       cols: size.cols,
@@ -41,7 +43,7 @@ export class Screen {
     });
     const core = this.#term._core;
     if (typeof core?.writeSync === "function") this.#sync = (d) => core.writeSync!(d); // checked
-    const S = (serialize as unknown as { SerializeAddon: new () => Serializer }).SerializeAddon;
+    const S = SerializeAddon as unknown as new () => Serializer;
     this.#ser = new S();
     this.#term.loadAddon(this.#ser);
   }
