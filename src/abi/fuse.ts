@@ -551,6 +551,10 @@ export const INIT = {
   ATOMIC_O_TRUNC: 1 << 3,
   BIG_WRITES: 1 << 5,
   AUTO_INVAL_DATA: 1 << 12,
+  /** READDIRPLUS: listings carry each entry's LOOKUP answer. */
+  DO_READDIRPLUS: 1 << 13,
+  /** The kernel picks READDIRPLUS or READDIR per directory (plus while entries get looked up). */
+  READDIRPLUS_AUTO: 1 << 14,
   PARALLEL_DIROPS: 1 << 18,
   MAX_PAGES: 1 << 22,
   CACHE_SYMLINKS: 1 << 23,

@@ -262,7 +262,8 @@ export class Conn {
       return -ERRNO.EPROTO;
     }
     const want = INIT.ASYNC_READ | INIT.ATOMIC_O_TRUNC | INIT.BIG_WRITES | INIT.MAX_PAGES |
-      INIT.PARALLEL_DIROPS | INIT.AUTO_INVAL_DATA | INIT.CACHE_SYMLINKS | INIT.HANDLE_KILLPRIV_V2;
+      INIT.PARALLEL_DIROPS | INIT.AUTO_INVAL_DATA | INIT.CACHE_SYMLINKS | INIT.HANDLE_KILLPRIV_V2 |
+      INIT.DO_READDIRPLUS | INIT.READDIRPLUS_AUTO;
     const flags = a.flags & want;
     this.#fs.init?.(flags);
     const outView = new DataView(this.#out.buffer, this.#out.byteOffset);
