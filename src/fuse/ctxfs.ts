@@ -82,6 +82,11 @@ export class CtxFs implements FileSystem {
     return this.#t.nodes;
   }
 
+  /** INIT answered: with passthrough, OPEN/CREATE of plain home/shared files register backing files on `fd`. */
+  init(_flags: number, options: { passthrough: boolean; fd: number }): void {
+    this.#t.passthroughFd = options.passthrough ? options.fd : -1;
+  }
+
   /** FORGET. */
   forget(nodeid: number, nlookup: number): void {
     this.#t.nodes.forget(nodeid, nlookup);
