@@ -33,6 +33,7 @@ export interface ArchFacts {
     setgroups: bigint;
     pidfd_send_signal: bigint;
     openat2: bigint;
+    fchmodat2: bigint;
     setxattrat: bigint;
     getxattrat: bigint;
     listxattrat: bigint;
@@ -85,6 +86,7 @@ const COMMON = {
 const UNIFIED = {
   pidfd_send_signal: 424n,
   openat2: 437n,
+  fchmodat2: 452n,
   setxattrat: 463n,
   getxattrat: 464n,
   listxattrat: 465n,

@@ -73,6 +73,11 @@ const SYMBOLS = {
     parameters: ["i64", "i64", "i64", "i64", "i64"],
     result: "i32",
   },
+  sys_fchmodat2: {
+    name: "syscall",
+    parameters: ["i64", "i32", "buffer", "u32", "i32"],
+    result: "i32",
+  },
   sys_openat2: {
     name: "syscall",
     parameters: ["i64", "i32", "buffer", "buffer", "usize"],
