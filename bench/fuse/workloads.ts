@@ -6,6 +6,7 @@
  * `fuse:fuse_request_send` tracepoint, per connection: the same count for every server, and none of
  * them slowed by a debug log) and the ratios.
  * Run: tools/deno run -A bench/fuse/workloads.ts [--rounds N] [--base CHECKOUT] [--only a,b]
+ * [--targets a,b]
  * `--base` adds the cortexfsd of another checkout (`git archive COMMIT | tar -x -C DIR`): before
  * and after in one run. Needs root (mounts, drop_caches, tracefs).
  */
@@ -20,6 +21,8 @@ const arg = (name: string): string | null => {
 const rounds = Number(arg("--rounds") ?? 3) || 3;
 const base = arg("--base");
 const only = arg("--only")?.split(",") ?? null;
+/** `--targets a,b`: only the targets whose names start with one of these (A/B runs). */
+const pick = arg("--targets")?.split(",") ?? null;
 const PTLL_SRC = "/usr/share/doc/libfuse3-dev/examples/passthrough_ll.c";
 /** The small-file tree: DIRS directories of PER files (8,800 files, about 30 MB). */
 const DIRS = 440, PER = 20;
@@ -277,6 +280,10 @@ async function main() {
     targets.push({ name: "raw backing dir", dir: `${work}/raw`, conn: null });
     targets.push({ name: "tmpfs", dir: shm, conn: null });
 
+    if (pick) {
+      const keep = targets.filter((t) => pick.some((p) => t.name === p));
+      targets.splice(0, targets.length, ...keep);
+    }
     tracer = await Tracer.open(work);
     const wls = workloads(work).filter((w) => !only || only.some((o) => w.name.startsWith(o)));
     const secs: Record<string, Record<string, number[]>> = {};
@@ -343,7 +350,10 @@ function report(
         t.conn !== null ? ` (${total(c).toLocaleString("en")})` : ""
       }`;
     });
-    const ours = m("cortexfsd"), pt = m("passthrough_ll"), tmp = m("tmpfs");
+    const has = (n: string) => secs[n]?.[w.name] !== undefined;
+    const ours = m("cortexfsd"),
+      pt = has("passthrough_ll") ? m("passthrough_ll") : NaN,
+      tmp = has("tmpfs") ? m("tmpfs") : NaN;
     console.log(
       `| ${w.name} | ${cells.join(" | ")} | ${(ours / tmp).toFixed(1)}x | ${
         (pt / tmp).toFixed(1)
