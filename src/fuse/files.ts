@@ -127,6 +127,7 @@ export class Files {
           }
         }
         const node = t.nodes.get(req.nodeid);
+        if (node && (writing || flags & libc.O.TRUNC)) node.until = 0;
         const backing = t.openIo(node, fd, { allow: kind === "rw" });
         return t.openOut(out, 0, t.fh({ t: "fd", fd, node, plain: kind === "rw" }), 0, backing);
       }
@@ -209,6 +210,7 @@ export class Files {
       return n;
     }
     const node = t.nodes.at(path);
+    if (node) node.until = 0; // opened for writing: its attributes are about to change
     const backing = t.openIo(node, fd, { allow: kind === "rw" });
     return t.openOut(out, n, t.fh({ t: "fd", fd, node, plain: kind === "rw" }), 0, backing);
   }

@@ -20,6 +20,12 @@ export interface Node {
    * 0 served here. `opens` counts them.
    */
   io?: { backing: number; opens: number };
+  /**
+   * Until when (performance.now() ms) the kernel holds this name and its attributes as fresh: the
+   * last entry reply's timeout. READDIRPLUS leaves such entries out (the kernel has them); an open
+   * for writing clears it (a write changes attributes the kernel then asks for).
+   */
+  until?: number;
 }
 
 /** Maps ids and paths both ways; the root is id 1 with path "". */

@@ -286,6 +286,7 @@ export class Tree {
     const node = known !== undefined && key === undefined
       ? this.nodes.reref(known)
       : this.nodes.ref(path, key);
+    node.until = info.ttl > 0 ? performance.now() + info.ttl * 1000 : 0;
     return putEntry(out, { nodeid: node.id, attr: a, ttl: info.ttl });
   }
 
