@@ -117,7 +117,7 @@ export function encode<T extends string>(
   return s.write(view, at, value);
 }
 
-// --- structs (include/uapi/linux/fuse.h, protocol 7.38) -------------------------------------
+// --- structs (include/uapi/linux/fuse.h, protocol 7.40) -------------------------------------
 
 /** `struct fuse_in_header` (40 bytes). */
 export const IN_HEADER = struct(
@@ -446,7 +446,17 @@ export const INIT_OUT = struct(
     ["max_pages", "u16"],
     ["map_alignment", "u16"],
     ["flags2", "u32"],
-    ...unused(7, "unused"),
+    ["max_stack_depth", "u32"],
+    ...unused(6, "unused"),
+  ] as const,
+);
+/** `struct fuse_backing_map` (16): the argument of FUSE_DEV_IOC_BACKING_OPEN (7.40). */
+export const BACKING_MAP = struct(
+  "fuse_backing_map",
+  [
+    ["fd", "i32"],
+    ["flags", "u32"],
+    ["padding", "u64"],
   ] as const,
 );
 /** `struct fuse_dirent` head (24); the name follows, the record padded to 8 bytes. */
@@ -540,8 +550,12 @@ export const OPCODES: Readonly<Record<number, OpSpec>> = Object.fromEntries(
 
 // --- constants ----------------------------------------------------------------------------
 
-/** Protocol version this server speaks (7.38: the newest whose structs are declared above). */
-export const KERNEL_VERSION = { major: 7, minor: 38 } as const;
+/**
+ * Protocol version this server speaks (7.40: the newest whose structs are declared above; 7.39
+ * added STATX, answered ENOSYS, and 7.40 passthrough: `max_stack_depth`, `backing_id`,
+ * `fuse_backing_map`).
+ */
+export const KERNEL_VERSION = { major: 7, minor: 40 } as const;
 /** Node id of the root directory. */
 export const ROOT_ID = 1;
 
@@ -551,6 +565,10 @@ export const INIT = {
   ATOMIC_O_TRUNC: 1 << 3,
   BIG_WRITES: 1 << 5,
   AUTO_INVAL_DATA: 1 << 12,
+  /** READDIRPLUS: listings carry each entry's LOOKUP answer. */
+  DO_READDIRPLUS: 1 << 13,
+  /** The kernel picks READDIRPLUS or READDIR per directory (plus while entries get looked up). */
+  READDIRPLUS_AUTO: 1 << 14,
   PARALLEL_DIROPS: 1 << 18,
   MAX_PAGES: 1 << 22,
   CACHE_SYMLINKS: 1 << 23,
@@ -561,6 +579,14 @@ export const INIT = {
    * `security.capability` before every write.
    */
   HANDLE_KILLPRIV_V2: 1 << 28,
+  /** `flags2` is valid (in and out): the flags above bit 31. */
+  INIT_EXT: 1 << 30,
+} as const;
+
+/** `fuse_init_in.flags2` / `fuse_init_out.flags2` bits (init flag bit 32 + n is bit n here). */
+export const INIT2 = {
+  /** FUSE_PASSTHROUGH (bit 37): OPEN/CREATE may hand READ/WRITE/mmap of a file to a backing file. */
+  PASSTHROUGH: 1 << 5,
 } as const;
 
 /** `fuse_write_in.write_flags`: the writer lacks CAP_FSETID, clear setuid/setgid. */
@@ -586,7 +612,13 @@ export const FATTR = {
 } as const;
 
 /** `fuse_open_out.open_flags` bits. */
-export const FOPEN = { DIRECT_IO: 1 << 0, KEEP_CACHE: 1 << 1, NONSEEKABLE: 1 << 2 } as const;
+export const FOPEN = {
+  DIRECT_IO: 1 << 0,
+  KEEP_CACHE: 1 << 1,
+  NONSEEKABLE: 1 << 2,
+  /** Reads, writes and mmap go to the backing file of `backing_id` (7.40). */
+  PASSTHROUGH: 1 << 7,
+} as const;
 
 /** `fuse_getattr_in.getattr_flags`: `fh` is valid. */
 export const GETATTR_FH = 1;

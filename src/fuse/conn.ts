@@ -4,6 +4,7 @@ import {
   encode,
   IN_HEADER,
   INIT,
+  INIT2,
   INIT_OUT,
   KERNEL_VERSION,
   MAX_WRITE,
@@ -47,8 +48,11 @@ export interface FileSystem {
   handlers: Partial<Record<number, Handler>>;
   /** FORGET / BATCH_FORGET: drop `nlookup` references to `nodeid` (no reply). */
   forget(nodeid: number, nlookup: number): void;
-  /** The kernel's INIT flags are known; the file system may note what was negotiated. */
-  init?(flags: number): void;
+  /**
+   * INIT was answered: the file system may note what was negotiated. `passthrough`: OPEN and
+   * CREATE may hand a file's I/O to a backing file registered on `fd` (the /dev/fuse fd).
+   */
+  init?(flags: number, options: { passthrough: boolean; fd: number }): void;
 }
 
 /** Options for {@link Conn}. */
@@ -59,6 +63,8 @@ export interface ConnOptions {
   waitMs?: number;
   /** Where unexpected handler exceptions are logged (default: console.error). */
   log?: (line: string) => void;
+  /** Ask for FUSE passthrough when the kernel offers it (default true; see {@link FileSystem.init}). */
+  passthrough?: boolean;
 }
 
 const dec = new TextDecoder();
@@ -93,6 +99,7 @@ export class Conn {
   #out = this.#reply.subarray(16);
   #stopped = false;
   #spinMs: number;
+  #passthrough: boolean;
   /** Number of requests served (for the status file and benchmarks). */
   served = 0;
   /** Requests whose handler threw (answered EIO). */
@@ -104,6 +111,7 @@ export class Conn {
     this.#debug = !!options.debug;
     this.#log = options.log ?? ((l) => console.error(l));
     this.#spinMs = options.waitMs ?? 1;
+    this.#passthrough = options.passthrough ?? true;
     const fl = libc.fcntl(fd, libc.F.GETFL);
     if (fl >= 0) libc.fcntl(fd, libc.F.SETFL, fl | libc.O.NONBLOCK);
   }
@@ -262,9 +270,16 @@ export class Conn {
       return -ERRNO.EPROTO;
     }
     const want = INIT.ASYNC_READ | INIT.ATOMIC_O_TRUNC | INIT.BIG_WRITES | INIT.MAX_PAGES |
-      INIT.PARALLEL_DIROPS | INIT.AUTO_INVAL_DATA | INIT.CACHE_SYMLINKS | INIT.HANDLE_KILLPRIV_V2;
-    const flags = a.flags & want;
-    this.#fs.init?.(flags);
+      INIT.PARALLEL_DIROPS | INIT.AUTO_INVAL_DATA | INIT.CACHE_SYMLINKS | INIT.HANDLE_KILLPRIV_V2 |
+      INIT.DO_READDIRPLUS | INIT.READDIRPLUS_AUTO;
+    let flags = a.flags & want;
+    // Passthrough (7.40, flags2): only with the extended flags, and never with a writeback cache
+    // (not asked for). max_stack_depth 1: the backing tree is a plain file system (an overlay
+    // there would need 2, and its files then stay served: BACKING_OPEN answers ELOOP).
+    const passthrough = this.#passthrough && a.minor >= 40 && (a.flags & INIT.INIT_EXT) !== 0 &&
+      (a.flags2 & INIT2.PASSTHROUGH) !== 0;
+    if (passthrough) flags |= INIT.INIT_EXT;
+    this.#fs.init?.(flags, { passthrough, fd: this.fd });
     const outView = new DataView(this.#out.buffer, this.#out.byteOffset);
     return encode(INIT_OUT, outView, 0, {
       major: KERNEL_VERSION.major,
@@ -276,6 +291,8 @@ export class Conn {
       max_write: MAX_WRITE,
       time_gran: 1,
       max_pages: MAX_WRITE / 4096,
+      flags2: passthrough ? INIT2.PASSTHROUGH : 0,
+      max_stack_depth: passthrough ? 1 : 0,
     });
   }
 

@@ -3,14 +3,17 @@ import { assertEquals } from "../../tests/assert.ts";
 import {
   ATTR,
   ATTR_OUT,
+  BACKING_MAP,
   decode,
   encode,
   ENTRY_OUT,
   IN_HEADER,
   INIT,
+  INIT2,
   INIT_IN,
   INIT_OUT,
   OPCODES,
+  OPEN_OUT,
   OUT_HEADER,
   READ_IN,
   SETATTR_IN,
@@ -33,6 +36,8 @@ Deno.test("kernel structs have the sizes of include/uapi/linux/fuse.h", () => {
       WRITE_IN,
       INIT_IN,
       INIT_OUT,
+      OPEN_OUT,
+      BACKING_MAP,
     ]
       .map((s) => [s.name, s.size]),
     [
@@ -46,6 +51,8 @@ Deno.test("kernel structs have the sizes of include/uapi/linux/fuse.h", () => {
       ["fuse_write_in", 40],
       ["fuse_init_in", 64],
       ["fuse_init_out", 64],
+      ["fuse_open_out", 16],
+      ["fuse_backing_map", 16],
     ],
   );
 });
@@ -85,11 +92,12 @@ function request(opcode: number, body: Uint8Array, unique: number, len?: number)
 async function replies(
   fs: FileSystem,
   reqs: Uint8Array[],
+  options: { passthrough?: boolean } = {},
 ): Promise<{ error: number; unique: number; len: number; body: Uint8Array }[]> {
   const pair = libc.socketpair({ seqpacket: true });
   if (typeof pair === "number") throw new Error(`socketpair: ${pair}`);
   const [kernel, daemon] = pair;
-  const conn = new Conn(daemon, fs, { log: () => {} });
+  const conn = new Conn(daemon, fs, { log: () => {}, ...options });
   const served = conn.serve();
   for (const r of reqs) libc.write(kernel, r);
   const out: { error: number; unique: number; len: number; body: Uint8Array }[] = [];
@@ -165,11 +173,37 @@ Deno.test("INIT negotiates 7.x with max_write 1 MiB", async () => {
     },
     {
       major: 7,
-      minor: 38,
+      minor: 40,
       max_write: 1 << 20,
       max_pages: 256,
       flags: INIT.ASYNC_READ | INIT.ATOMIC_O_TRUNC | INIT.BIG_WRITES | INIT.AUTO_INVAL_DATA |
-        INIT.PARALLEL_DIROPS | INIT.MAX_PAGES | INIT.CACHE_SYMLINKS | INIT.HANDLE_KILLPRIV_V2,
+        INIT.PARALLEL_DIROPS | INIT.MAX_PAGES | INIT.CACHE_SYMLINKS | INIT.HANDLE_KILLPRIV_V2 |
+        INIT.DO_READDIRPLUS | INIT.READDIRPLUS_AUTO,
     },
   );
+});
+
+Deno.test("INIT asks for passthrough (flags2, max_stack_depth 1) only when a 7.40+ kernel offers it", async () => {
+  const negotiate = async (minor: number, flags2: number, options: { passthrough?: boolean }) => {
+    const body = new Uint8Array(INIT_IN.size);
+    encode(INIT_IN, new DataView(body.buffer), 0, { major: 7, minor, flags: 0xffffffff, flags2 });
+    let told: boolean | null = null;
+    const fs: FileSystem = {
+      handlers: {},
+      forget: () => {},
+      init: (_f, o) => (told = o.passthrough),
+    };
+    const out = await replies(fs, [request(26, body, 2)], options);
+    const init = decode(INIT_OUT, new DataView(out[0].body.buffer));
+    return [!!(init.flags & INIT.INIT_EXT), init.flags2, init.max_stack_depth, told];
+  };
+  assertEquals(await negotiate(45, INIT2.PASSTHROUGH, {}), [true, INIT2.PASSTHROUGH, 1, true]);
+  assertEquals(await negotiate(45, 0, {}), [false, 0, 0, false]);
+  assertEquals(await negotiate(39, INIT2.PASSTHROUGH, {}), [false, 0, 0, false]);
+  assertEquals(await negotiate(45, INIT2.PASSTHROUGH, { passthrough: false }), [
+    false,
+    0,
+    0,
+    false,
+  ]);
 });

@@ -52,6 +52,7 @@ export class CtxFs implements FileSystem {
       [OP.FLUSH]: (r) => files.flush(r),
       [OP.OPENDIR]: (r, out) => dirs.opendir(r, out),
       [OP.READDIR]: (r, out) => dirs.readdir(r, out),
+      [OP.READDIRPLUS]: (r, out) => dirs.readdirplus(r, out),
       [OP.RELEASEDIR]: (r) => dirs.releasedir(r),
       [OP.FSYNCDIR]: (r) => dirs.fsyncdir(r),
       [OP.ACCESS]: (r) => (t.path(r.nodeid) === null ? -E.ENOENT : 0),
@@ -79,6 +80,11 @@ export class CtxFs implements FileSystem {
   /** The node table (diagnostics and tests). */
   get nodes(): Nodes {
     return this.#t.nodes;
+  }
+
+  /** INIT answered: with passthrough, OPEN/CREATE of plain home/shared files register backing files on `fd`. */
+  init(_flags: number, options: { passthrough: boolean; fd: number }): void {
+    this.#t.passthroughFd = options.passthrough ? options.fd : -1;
   }
 
   /** FORGET. */

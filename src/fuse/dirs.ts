@@ -88,6 +88,38 @@ export class Dirs {
   }
 
   /**
+   * READDIRPLUS: the READDIR records, each headed by the entry a LOOKUP of its name would answer
+   * (node reference, attributes, timeouts), so `ls -l`, `find` and `rm -rf` cost no LOOKUP per
+   * entry. Only plain home/shared entries with a nonzero timeout carry one, made exactly as LOOKUP
+   * makes it (`Tree.entry`: lstat beneath the generation, nothing followed, attributes that never
+   * depend on the caller); everything else (`.`, `..`, controls, projections, agent homes written
+   * behind the mount, virtual names) goes out with node id 0 and keeps its own LOOKUP, attributes
+   * and timeouts. Entries the kernel still holds fresh (answered within their timeout, not
+   * opened for writing since) are left out too: a warm `ls -l` costs no stat per entry.
+   */
+  readdirplus(req: Request, out: Uint8Array): number {
+    const t = this.#t;
+    const h = t.handles.get(req.arg.fh);
+    if (h?.t !== "dir") return -E.EBADF;
+    const dir = t.path(req.nodeid);
+    const size = Math.min(req.arg.size, out.length);
+    const now = performance.now();
+    return h.list.pagePlus(req.arg.offset, size, out, (raw, dest) => {
+      if (
+        dir === null ||
+        (raw[0] === 0x2e && (raw.length === 1 || (raw.length === 2 && raw[1] === 0x2e)))
+      ) return;
+      const path = join(dir, dec.decode(raw));
+      // still fresh in the kernel (an entry reply within its timeout): nothing to add
+      const known = t.nodes.at(path);
+      if (known !== undefined && known.path === path && (known.until ?? 0) > now) return;
+      const info = t.info(path);
+      if (info.kind !== "rw" || info.ttl === 0) return;
+      if (t.entry(dest, path) < 0) dest.fill(0); // gone meanwhile: the kernel looks it up
+    });
+  }
+
+  /**
    * FSYNCDIR: fsyncs the backing directory (tmp + rename + fsync(dir) reaches the disk). Opened
    * for the call without following a symlink and without blocking (O_DIRECTORY: anything else
    * fails); virtual directories have nothing to sync.

@@ -127,7 +127,9 @@ export class Files {
           }
         }
         const node = t.nodes.get(req.nodeid);
-        return t.openOut(out, 0, t.fh({ t: "fd", fd, node, plain: kind === "rw" }), 0);
+        if (node && (writing || flags & libc.O.TRUNC)) node.until = 0;
+        const backing = t.openIo(node, fd, { allow: kind === "rw" });
+        return t.openOut(out, 0, t.fh({ t: "fd", fd, node, plain: kind === "rw" }), 0, backing);
       }
       case "status":
       case "launcher": {
@@ -208,7 +210,9 @@ export class Files {
       return n;
     }
     const node = t.nodes.at(path);
-    return t.openOut(out, n, t.fh({ t: "fd", fd, node, plain: kind === "rw" }), 0);
+    if (node) node.until = 0; // opened for writing: its attributes are about to change
+    const backing = t.openIo(node, fd, { allow: kind === "rw" });
+    return t.openOut(out, n, t.fh({ t: "fd", fd, node, plain: kind === "rw" }), 0, backing);
   }
 
   /**
@@ -235,6 +239,7 @@ export class Files {
       return st;
     }
     const node = t.nodes.anon();
+    t.openIo(node, fd, { allow: false }); // its later opens by name share its mode
     const n = putEntry(out, { nodeid: node.id, attr: fromStat(st), ttl: 0 });
     return t.openOut(out, n, t.fh({ t: "fd", fd, node, plain: true }), 0);
   }
@@ -381,7 +386,10 @@ export class Files {
     const handles = this.#t.handles;
     const h = handles.get(req.arg.fh);
     handles.delete(req.arg.fh);
-    if (h?.t === "fd") libc.close(h.fd);
+    if (h?.t === "fd") {
+      libc.close(h.fd);
+      this.#t.closeIo(h.node);
+    }
     if (h?.t === "control") {
       if (h.fd >= 0) libc.close(h.fd);
       h.writer?.release(); // nobody is left to hear an error: FLUSH already reported it
@@ -402,7 +410,7 @@ export class Files {
       if (fd === null) return -E.ENOENT;
       const r = asCaller(req, () => this.#fsetattr(fd, a));
       if (r < 0) return r;
-      if (v & FATTR.SIZE && v & FATTR.KILL_SUIDGID) {
+      if ((v & FATTR.SIZE && v & FATTR.KILL_SUIDGID) || v === 0) {
         const k = killPriv(fd);
         if (k < 0) return k;
       }
@@ -410,6 +418,7 @@ export class Files {
       return typeof st === "number" ? st : putAttr(out, { attr: fromStat(st), ttl: 0 });
     }
     const kind = t.kind(path);
+    if (v === 0 && kind === "rw") return this.#killPrivRequest(req, out, path);
     const temp = t.temps.get(path);
     if (temp) {
       if (v & FATTR.MODE) temp.mode = a.mode & 0o7777;
@@ -468,6 +477,23 @@ export class Files {
       if (opened.fd >= 0) libc.close(opened.fd);
     }
     return t.attrReply(out, path);
+  }
+
+  /**
+   * A SETATTR with nothing to set: the kernel's kill of set-id bits and file capabilities before
+   * a write by a caller without CAP_FSETID that does not reach the daemon (a passthrough file
+   * made set-id while open: file_remove_privs() is all the kernel does, and with
+   * HANDLE_KILLPRIV_V2 it leaves the clearing to the server). Done as a WRITE's kill is: on an fd
+   * of the file (one of its open handles, else opened by name, never following), by the daemon.
+   */
+  #killPrivRequest(req: Request, out: Uint8Array, path: string): number {
+    const t = this.#t;
+    const open = t.openFd(req.nodeid);
+    const fd = open ?? this.#openFile(path, libc.O.RDONLY);
+    if (fd < 0) return fd;
+    const k = killPriv(fd);
+    if (open === null) libc.close(fd);
+    return k < 0 ? k : t.attrReply(out, path);
   }
 
   /** SETATTR on an open file that has no name left: fchmod, fchown, ftruncate, futimens; 0 or -errno. */

@@ -1,5 +1,8 @@
 /** A directory listing snapshot, kept as ready-made `fuse_dirent` records that READDIR copies out. */
-import { DIRENT } from "../abi/fuse.ts";
+import { ATTR, DIRENT, ENTRY_OUT } from "../abi/fuse.ts";
+
+/** Size of the `fuse_entry_out` + `fuse_attr` that heads each `fuse_direntplus` (128). */
+const ENTRY_PLUS = ENTRY_OUT.size + ATTR.size;
 
 /**
  * The records of one OPENDIR, in order; entry i carries offset i + 1 (the kernel resumes at an
@@ -45,6 +48,34 @@ export class Listing {
     while (last + 1 < starts.length && starts[last + 1] - first <= size) last++;
     out.set(this.#buf.subarray(first, starts[last]), 0);
     return starts[last] - first;
+  }
+
+  /**
+   * READDIRPLUS: `fuse_direntplus` records (a 128-byte `fuse_entry_out` + attributes, then the
+   * entry's `fuse_dirent`) from entry `offset` on that fit in `size` bytes. `entry(name, dest)`
+   * fills `dest` (128 bytes, zeroed: nodeid 0 means "no entry, look it up") and is only called for
+   * a record that is sent, so every node reference it takes reaches the kernel. Returns bytes used.
+   */
+  pagePlus(
+    offset: number,
+    size: number,
+    out: Uint8Array,
+    entry: (name: Uint8Array, dest: Uint8Array) => void,
+  ): number {
+    const starts = this.#starts;
+    let used = 0;
+    for (let i = offset; i < starts.length - 1; i++) {
+      const rec = starts[i + 1] - starts[i];
+      if (used + ENTRY_PLUS + rec > size) break;
+      const dest = out.subarray(used, used + ENTRY_PLUS);
+      dest.fill(0);
+      const namelen = this.#view.getUint32(starts[i] + 16, true);
+      const nameAt = starts[i] + DIRENT.size;
+      entry(this.#buf.subarray(nameAt, nameAt + namelen), dest);
+      out.set(this.#buf.subarray(starts[i], starts[i + 1]), used + ENTRY_PLUS);
+      used += ENTRY_PLUS + rec;
+    }
+    return used;
   }
 
   #grow(min: number): void {

@@ -14,6 +14,18 @@ export interface Node {
   key?: string;
   /** What the file system derived from `path` (it checks the path still matches before use). */
   memo?: { path: string };
+  /**
+   * How the node's open backing files do I/O while any is open: `backing` > 0 is the passthrough
+   * id they share (the kernel wants every open of an inode in one mode, with one backing file),
+   * 0 served here. `opens` counts them.
+   */
+  io?: { backing: number; opens: number };
+  /**
+   * Until when (performance.now() ms) the kernel holds this name and its attributes as fresh: the
+   * last entry reply's timeout. READDIRPLUS leaves such entries out (the kernel has them); an open
+   * for writing clears it (a write changes attributes the kernel then asks for).
+   */
+  until?: number;
 }
 
 /** Maps ids and paths both ways; the root is id 1 with path "". */

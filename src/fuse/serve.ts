@@ -32,6 +32,11 @@ export interface MountServeOptions {
   waitMs?: number;
   /** Print rx/tx lines. */
   debug?: boolean;
+  /**
+   * FUSE passthrough for plain home/shared files when the kernel offers it (default true; needs
+   * CAP_SYS_ADMIN, else every file stays served: spec/fuse.md "Passthrough").
+   */
+  passthrough?: boolean;
   /** Mount with fusermount3 even as root. */
   fusermount?: boolean;
   /** Log lines (default: stderr). */
@@ -129,7 +134,12 @@ export function startMount(options: MountServeOptions): MountHandle {
     onAgentGone: options.onAgentGone,
   });
   const mounted = mountFuse(options.mount, { fusermount: options.fusermount });
-  const conn = new Conn(mounted.fd, fs, { debug: options.debug, log, waitMs: options.waitMs });
+  const conn = new Conn(mounted.fd, fs, {
+    debug: options.debug,
+    log,
+    waitMs: options.waitMs,
+    passthrough: options.passthrough,
+  });
   const done = conn.serve().finally(() => libc.close(mounted.fd));
   return {
     mounted,

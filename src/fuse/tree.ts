@@ -1,5 +1,5 @@
 /** The projection's shared state: options, backing dir, nodes, handles, temps, and what each path is (kind, attributes, entries). */
-import type { Attr } from "../abi/fuse.ts";
+import { type Attr, FOPEN } from "../abi/fuse.ts";
 import { ERRNO } from "../abi/errno.ts";
 import * as libc from "../sys/libc.ts";
 import type { At, Dir } from "../sys/dir.ts";
@@ -100,6 +100,8 @@ export class Tree {
   readonly temps = new Map<string, Temp>();
   /** Mount start (unix seconds): the time of virtual files that never change. */
   readonly start = Date.now() / 1000;
+  /** The /dev/fuse fd when passthrough was negotiated (INIT), else -1. */
+  passthroughFd = -1;
   #nextFh = 1;
   // Kind, backing C path and timeout depend only on the path string: one cached record per path
   // (bounded), because every request needs them and building them costs more than the lstat.
@@ -284,6 +286,7 @@ export class Tree {
     const node = known !== undefined && key === undefined
       ? this.nodes.reref(known)
       : this.nodes.ref(path, key);
+    node.until = info.ttl > 0 ? performance.now() + info.ttl * 1000 : 0;
     return putEntry(out, { nodeid: node.id, attr: a, ttl: info.ttl });
   }
 
@@ -358,6 +361,48 @@ export class Tree {
     return null;
   }
 
+  /**
+   * A backing fd `fd` of `node` was opened: the passthrough id its OPEN/CREATE reply carries (the
+   * kernel then reads, writes and maps the backing file itself), or 0 (served here). Only where
+   * `allow` says so (plain home/shared files: nothing there is validated per write), and only for
+   * regular files without set-id bits: their writes by others stay WRITE requests, whose kill of
+   * the bits (`files.ts` killPriv) is the daemon's own. (A file made set-id while open for
+   * passthrough is covered too: the kernel then sends an empty SETATTR before the write, which
+   * the daemon answers with the same kill.) While the node has open files, every new open takes
+   * their mode and backing id (the kernel wants one io mode and one backing file per inode).
+   * Pair with {@link closeIo}.
+   */
+  openIo(node: Node | undefined, fd: number, options: { allow: boolean }): number {
+    if (node === undefined) return 0;
+    const io = node.io;
+    if (io !== undefined && io.opens > 0) {
+      io.opens++;
+      return io.backing;
+    }
+    let backing = 0;
+    if (options.allow && this.passthroughFd >= 0) {
+      const st = libc.fstat(fd);
+      if (typeof st !== "number" && (st.mode & S.IFMT) === S.IFREG && (st.mode & 0o6000) === 0) {
+        const id = libc.fuseBackingOpen(this.passthroughFd, fd);
+        if (id > 0) backing = id;
+        // not permitted (no CAP_SYS_ADMIN) or not supported: serve every file here from now on
+        else if (id === -E.EPERM || id === -E.ENOTTY || id === -E.EINVAL) this.passthroughFd = -1;
+      }
+    }
+    node.io = { backing, opens: 1 };
+    return backing;
+  }
+
+  /** An fd handle of `node` was released: the last one drops the passthrough id. */
+  closeIo(node: Node | undefined): void {
+    const io = node?.io;
+    if (io === undefined || --io.opens > 0) return;
+    if (io.backing > 0 && this.passthroughFd >= 0) {
+      libc.fuseBackingClose(this.passthroughFd, io.backing);
+    }
+    node!.io = undefined; // io !== undefined above
+  }
+
   /** Registers a handle; returns its fh. */
   fh(h: Handle): number {
     const fh = this.#nextFh++;
@@ -369,13 +414,13 @@ export class Tree {
     return this.#nextFh;
   }
 
-  /** Writes a `fuse_open_out` at `at` in `out`; returns the end offset. */
-  openOut(out: Uint8Array, at: number, fh: number, flags: number): number {
+  /** Writes a `fuse_open_out` at `at` in `out` (`backing` > 0: passthrough); returns the end offset. */
+  openOut(out: Uint8Array, at: number, fh: number, flags: number, backing = 0): number {
     const [v, o] = outView(out);
     v.setUint32(o + at, fh % 0x1_0000_0000, true);
     v.setUint32(o + at + 4, Math.floor(fh / 0x1_0000_0000), true);
-    v.setUint32(o + at + 8, flags, true);
-    v.setUint32(o + at + 12, 0, true);
+    v.setUint32(o + at + 8, backing > 0 ? flags | FOPEN.PASSTHROUGH : flags, true);
+    v.setInt32(o + at + 12, backing, true);
     return at + 16;
   }
 }

@@ -33,10 +33,18 @@ export interface ArchFacts {
     setgroups: bigint;
     pidfd_send_signal: bigint;
     openat2: bigint;
+    fchmodat2: bigint;
     setxattrat: bigint;
     getxattrat: bigint;
     listxattrat: bigint;
     removexattrat: bigint;
+  };
+  /** ioctl request numbers (their encoding is per architecture: direction, size and type bits). */
+  IOC: {
+    /** FUSE_DEV_IOC_BACKING_OPEN: `_IOW(229, 1, struct fuse_backing_map)` (16 bytes). */
+    FUSE_BACKING_OPEN: number;
+    /** FUSE_DEV_IOC_BACKING_CLOSE: `_IOW(229, 2, uint32_t)`. */
+    FUSE_BACKING_CLOSE: number;
   };
   /** `struct stat`: its size and the byte offset of each field read; `nlink` is u64 or u32. */
   STAT: {
@@ -78,10 +86,19 @@ const COMMON = {
 const UNIFIED = {
   pidfd_send_signal: 424n,
   openat2: 437n,
+  fchmodat2: 452n,
   setxattrat: 463n,
   getxattrat: 464n,
   listxattrat: 465n,
   removexattrat: 466n,
+} as const;
+
+// asm-generic ioctl encoding (x86_64 and aarch64 both use it): dir << 30 | size << 16 | type << 8 | nr
+const IOW = (type: number, nr: number, size: number) =>
+  ((1 << 30) | (size << 16) | (type << 8) | nr) >>> 0;
+const GENERIC_IOC = {
+  FUSE_BACKING_OPEN: IOW(229, 1, 16),
+  FUSE_BACKING_CLOSE: IOW(229, 2, 4),
 } as const;
 
 const TIMES = { atime: 72, mtime: 88, ctime: 104 } as const; // each tv_sec, tv_nsec 8 bytes later
@@ -90,6 +107,7 @@ const KNOWN: Record<string, ArchFacts> = {
   x86_64: {
     O: { ...COMMON, DIRECTORY: 0o200000, NOFOLLOW: 0o400000, TMPFILE: 0o20200000 },
     SYS: { ...UNIFIED, setgroups: 116n },
+    IOC: GENERIC_IOC,
     STAT: {
       size: 144,
       dev: 0,
@@ -109,6 +127,7 @@ const KNOWN: Record<string, ArchFacts> = {
   aarch64: {
     O: { ...COMMON, DIRECTORY: 0o40000, NOFOLLOW: 0o100000, TMPFILE: 0o20040000 },
     SYS: { ...UNIFIED, setgroups: 159n },
+    IOC: GENERIC_IOC,
     STAT: {
       size: 128,
       dev: 0,

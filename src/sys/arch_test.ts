@@ -47,3 +47,10 @@ Deno.test("this architecture's struct stat layout decodes what Deno itself repor
     Deno.removeSync(dir, { recursive: true });
   }
 });
+
+Deno.test("FUSE backing ioctls are _IOW(229, n, size) in the generic encoding on both architectures", () => {
+  for (const a of ["x86_64", "aarch64"]) {
+    const ioc = archFacts(a).IOC;
+    assertEquals([ioc.FUSE_BACKING_OPEN, ioc.FUSE_BACKING_CLOSE], [0x4010e501, 0x4004e502]);
+  }
+});

@@ -15,6 +15,9 @@ const SYMLINK_FOLLOW = 0x400; // AT_SYMLINK_FOLLOW
 const AT_FDCWD = -100;
 // openat2(2) and the *xattrat(2) calls (Linux 6.13) have no glibc 2.36 wrapper: raw system calls.
 const SYS = ARCH.SYS;
+const ENOSYS = 38;
+/** Whether the kernel has fchmodat2 (until a call says ENOSYS). */
+let hasFchmodat2 = true;
 /** XATTR_SIZE_MAX and XATTR_LIST_MAX (linux/limits.h): no value or list is longer. */
 export const XATTR_MAX = 65536;
 /** RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH (linux/openat2.h). */
@@ -160,10 +163,18 @@ export class Dir {
     return r;
   }
   /**
-   * fchmodat(2) with AT_SYMLINK_NOFOLLOW: a symlink answers EOPNOTSUPP (glibc does it through an
-   * O_PATH fd, or fchmodat2 on newer systems); 0 or -errno.
+   * fchmodat2(2) with AT_SYMLINK_NOFOLLOW (Linux 6.6+: one system call; a symlink answers
+   * EOPNOTSUPP); on an older kernel (ENOSYS) glibc's fchmodat, which does the same through an
+   * O_PATH fd and `/proc/self/fd` (four calls). 0 or -errno.
    */
   chmod(at: At, mode: number): number {
+    if (hasFchmodat2) {
+      const r = sym.sys_fchmodat2(SYS.fchmodat2, at.fd, at.name, mode, NOFOLLOW);
+      if (r >= 0) return 0;
+      const e = errno();
+      if (e !== ENOSYS) return -e;
+      hasFchmodat2 = false;
+    }
     return ret(sym.fchmodat(at.fd, at.name, mode, NOFOLLOW));
   }
   /** fchownat(2) without following; -1 leaves that id unchanged: 0 or -errno. */

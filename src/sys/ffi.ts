@@ -45,6 +45,8 @@ const SYMBOLS = {
   socketpair: { parameters: ["i32", "i32", "i32", "buffer"], result: "i32" },
   recvmsg: { parameters: ["i32", "buffer", "i32"], result: "i32" },
   fcntl: { parameters: ["i32", "i32", "i32"], result: "i32" },
+  // ioctl(2) with a pointer argument (variadic in C: one fixed signature, as for syscall)
+  ioctl_ptr: { name: "ioctl", parameters: ["i32", "u64", "buffer"], result: "i32" },
   getsockopt: { parameters: ["i32", "i32", "i32", "buffer", "buffer"], result: "i32" },
   // the host's listening sockets (listen.ts)
   socket: { parameters: ["i32", "i32", "i32"], result: "i32" },
@@ -104,6 +106,11 @@ const SYMBOLS = {
   sys_pidfd_send_signal: {
     name: "syscall",
     parameters: ["i64", "i64", "i64", "i64", "i64"],
+    result: "i32",
+  },
+  sys_fchmodat2: {
+    name: "syscall",
+    parameters: ["i64", "i32", "buffer", "u32", "i32"],
     result: "i32",
   },
   sys_openat2: {

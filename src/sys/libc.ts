@@ -333,3 +333,24 @@ export function recvFd(sock: number): number {
   }
   return cv.getInt32(16, true);
 }
+
+const backingMap = new Uint8Array(16);
+const backingView = new DataView(backingMap.buffer);
+const backingId = new Uint8Array(4);
+const BACKING_OPEN = BigInt(ARCH.IOC.FUSE_BACKING_OPEN);
+const BACKING_CLOSE = BigInt(ARCH.IOC.FUSE_BACKING_CLOSE);
+/**
+ * FUSE_DEV_IOC_BACKING_OPEN on the /dev/fuse fd `dev`: registers the open file `fd` for FUSE
+ * passthrough (kernel 6.9+, CAP_SYS_ADMIN); its backing id (> 0) or -errno.
+ */
+export function fuseBackingOpen(dev: number, fd: number): number {
+  backingView.setInt32(0, fd, true); // struct fuse_backing_map { i32 fd; u32 flags; u64 padding }
+  backingView.setUint32(4, 0, true);
+  backingView.setBigUint64(8, 0n, true);
+  return ret(sym.ioctl_ptr(dev, BACKING_OPEN, backingMap));
+}
+/** FUSE_DEV_IOC_BACKING_CLOSE: drops backing id `id` (files opened with it keep their file); 0 or -errno. */
+export function fuseBackingClose(dev: number, id: number): number {
+  new DataView(backingId.buffer).setUint32(0, id, true);
+  return ret(sym.ioctl_ptr(dev, BACKING_CLOSE, backingId));
+}
