@@ -65,108 +65,180 @@ export type Request = z.infer<typeof request>;
 /** The op names the socket accepts. */
 export const OPS = ["send", "tsh", "resume", "cancel", "approve"] as const;
 
-/** A text content part as stored in messages and message frames. */
-export interface TextPart {
-  type: "text";
-  text: string;
-}
-/** A tool result content part (reference wire shape of S1's tool_result). */
-export interface ToolResultPart {
-  type: "tool_result";
-  tool_call_id: string;
-  content: string;
-  status?: "ok" | "error";
-  errno?: string;
-  truncated?: boolean;
-}
+// --- frames the server writes ----------------------------------------------------------------
+// One zod schema per frame: the TypeScript types below are inferred from them, and the tests'
+// clients validate every frame they receive with the same schemas (strict: no stray field).
 
-/** Frames the runtime writes to events.jsonl and streams to clients, discriminated by `type`. */
-export type Frame =
-  | {
-    type: "start";
-    id: string;
-    run: string;
-    client_id: string;
-    op: "send" | "tsh";
-    session: string;
-    scope: Scope;
-    cwd: string;
-    digest: string;
-    ts: number;
-  }
-  | { type: "delta"; run: string; text: string }
-  /** The model's reasoning text, streamed as the provider sends it; never part of the answer. */
-  | { type: "reasoning_delta"; run: string; text: string }
-  | { type: "message"; run: string; role: "assistant"; content: TextPart[]; truncated?: true }
-  | {
-    type: "message";
-    run: string;
-    role: "tool";
-    name: string;
-    arguments: unknown;
-    content: ToolResultPart[];
-  }
-  | { type: "tool_call"; run: string; id: string; name: string; arguments: unknown }
-  | { type: "approval_request"; run: string; id: string; name: string; args: string[] }
-  | {
-    type: "approval_result";
-    run: string;
-    id: string;
-    name: string;
-    decision: "allow_once" | "deny";
-    reason: string;
-  }
-  | {
-    type: "usage";
-    run: string;
-    input_tokens: number;
-    output_tokens: number;
-    /** Why the model turn ended: stop, length, tool_calls, content_filter, other. */
-    stop?: string;
-  }
-  | {
-    type: "error";
-    run?: string;
-    id?: string;
-    code: string;
-    message: string;
-    tool?: string;
-    /** The fallback candidate this error is about (with `recoverable`: the run goes on). */
-    model?: string;
-    /** A non-terminal error: the run continues (a failed fallback candidate). */
-    recoverable?: true;
-  }
-  | { type: "cancel"; run: string; ts: number }
-  | { type: "done"; run: string; status: RunStatus; ts: number };
+/** A text content part as stored in messages and message frames. */
+export const textPart = z.strictObject({ type: z.literal("text"), text: z.string() });
+/** A text content part. */
+export type TextPart = z.infer<typeof textPart>;
+/** A tool result content part (reference wire shape of S1's tool_result). */
+export const toolResultPart = z.strictObject({
+  type: z.literal("tool_result"),
+  tool_call_id: z.string(),
+  content: z.string(),
+  status: z.enum(["ok", "error"]).optional(),
+  errno: z.string().optional(),
+  truncated: z.boolean().optional(),
+});
+/** A tool result content part. */
+export type ToolResultPart = z.infer<typeof toolResultPart>;
 
 /** Final status of a run. */
-export type RunStatus = "ok" | "error" | "cancelled";
+export const runStatus = z.enum(["ok", "error", "cancelled"]);
+/** Final status of a run. */
+export type RunStatus = z.infer<typeof runStatus>;
+
+const run = z.string();
+/** Arguments as the model or agent gave them (any JSON value). */
+const args = z.unknown();
+
+/**
+ * A run frame's schema: its fields, plus `replay: true` on a wire copy sent to a connection that
+ * joined a run it did not start (an idempotent resend or a follower; events.jsonl never has it).
+ */
+function runFrame<S extends z.ZodRawShape>(shape: S) {
+  return z.strictObject({ ...shape, replay: z.literal(true).optional() });
+}
+
+/** `error`: a run's (with `run`), a request's (with `id`) or the connection's (neither). */
+export const errorFrame = runFrame({
+  type: z.literal("error"),
+  run: run.optional(),
+  id: z.string().optional(),
+  code: z.string(),
+  message: z.string(),
+  tool: z.string().optional(),
+  /** The fallback candidate this error is about (with `recoverable`: the run goes on). */
+  model: z.string().optional(),
+  /** A non-terminal error: the run continues (a failed fallback candidate). */
+  recoverable: z.literal(true).optional(),
+});
+/** An error frame. */
+export type ErrorFrame = z.infer<typeof errorFrame>;
+
+/** Frames the runtime writes to events.jsonl and streams to clients, discriminated by `type`. */
+export const frame = z.union([
+  runFrame({
+    type: z.literal("start"),
+    id: z.string(),
+    run,
+    client_id: z.string(),
+    op: z.enum(["send", "tsh"]),
+    session: z.string(),
+    scope,
+    cwd: z.string(),
+    digest: z.string(),
+    ts: z.number(),
+  }),
+  runFrame({ type: z.literal("delta"), run, text: z.string() }),
+  /** The model's reasoning text, streamed as the provider sends it; never part of the answer. */
+  runFrame({ type: z.literal("reasoning_delta"), run, text: z.string() }),
+  runFrame({
+    type: z.literal("message"),
+    run,
+    role: z.literal("assistant"),
+    content: z.array(textPart),
+    truncated: z.literal(true).optional(),
+  }),
+  runFrame({
+    type: z.literal("message"),
+    run,
+    role: z.literal("tool"),
+    name: z.string(),
+    arguments: args,
+    content: z.array(toolResultPart),
+  }),
+  runFrame({
+    type: z.literal("tool_call"),
+    run,
+    id: z.string(),
+    name: z.string(),
+    arguments: args,
+  }),
+  runFrame({
+    type: z.literal("approval_request"),
+    run,
+    id: z.string(),
+    name: z.string(),
+    args: z.array(z.string()),
+  }),
+  runFrame({
+    type: z.literal("approval_result"),
+    run,
+    id: z.string(),
+    name: z.string(),
+    decision: z.enum(["allow_once", "deny"]),
+    reason: z.string(),
+  }),
+  runFrame({
+    type: z.literal("usage"),
+    run,
+    input_tokens: z.number(),
+    output_tokens: z.number(),
+    /** Why the model turn ended: stop, length, tool_calls, content_filter, other. */
+    stop: z.string().optional(),
+  }),
+  errorFrame,
+  runFrame({ type: z.literal("cancel"), run, ts: z.number() }),
+  runFrame({ type: z.literal("done"), run, status: runStatus, ts: z.number() }),
+]);
+/** A run frame. */
+export type Frame = z.infer<typeof frame>;
 
 /** Replies that are not part of a run's event stream. */
-export type Reply =
-  | { type: "ack"; op: "cancel"; run: string; status: RunStatus | "active" }
-  | {
-    type: "status";
-    session: string;
-    scope: Scope;
-    status: string;
-    runs: number;
-    updated_at: string;
-  }
-  | {
-    type: "history";
-    session: string;
-    role: "user" | "assistant" | "tool";
-    run: string;
-    content: unknown;
-    truncated?: true;
-  };
+export const reply = z.union([
+  z.strictObject({
+    type: z.literal("ack"),
+    op: z.literal("cancel"),
+    run,
+    status: z.union([runStatus, z.literal("active")]),
+  }),
+  z.strictObject({
+    type: z.literal("status"),
+    session: z.string(),
+    scope,
+    status: z.string(),
+    runs: z.number(),
+    updated_at: z.string(),
+  }),
+  z.strictObject({
+    type: z.literal("history"),
+    session: z.string(),
+    role: z.enum(["user", "assistant", "tool"]),
+    run,
+    content: z.unknown(),
+    truncated: z.literal(true).optional(),
+  }),
+]);
+/** A reply frame. */
+export type Reply = z.infer<typeof reply>;
 
+/** The wire copy of a run frame for a connection that did not start the run (spec/socket.md). */
+export function replayOf(f: Frame): Frame {
+  return { ...f, replay: true };
+}
+
+/** Anything the server may write on a connection: what the tests' clients check each frame with. */
+export const serverFrameStrict = z.union([frame, reply]);
 /** Anything the server may write on a connection. */
-export type ServerFrame = Frame | Reply;
+export type ServerFrame = z.infer<typeof serverFrameStrict>;
 
 /** A client-side view of a server frame: `type` known, the rest loosely typed. */
 export const serverFrame = z.looseObject({ type: z.string(), run: z.string().optional() });
+
+/**
+ * The one way to build an error frame: errno name, the rule that failed, and where it belongs
+ * (`run`, or the request `id`, or neither for the connection).
+ */
+export function errorOf(
+  code: string,
+  message: string,
+  extra: Omit<ErrorFrame, "type" | "code" | "message"> = {},
+): ErrorFrame {
+  return { type: "error", code, message, ...extra };
+}
 
 /** Serializes one frame as a JSONL line. */
 export function encodeFrame(f: unknown): string {

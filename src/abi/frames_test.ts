@@ -37,3 +37,28 @@ Deno.test("approve frames carry exactly op, run, id and decision", () => {
   assertEquals(request.safeParse({ ...ok, decision: "yes" }).success, false);
   assertEquals(request.safeParse({ ...ok, note: "x" }).success, false);
 });
+
+Deno.test("server frames: the strict schemas accept what the runtime writes and nothing else", async () => {
+  const { errorOf, replayOf, serverFrameStrict } = await import("./frames.ts");
+  const ok = [
+    { type: "delta", run: "r", text: "hi" },
+    { type: "done", run: "r", status: "cancelled", ts: 1 },
+    errorOf("EINVAL", "bad", { id: "m-1" }),
+    errorOf("EIO", "candidate failed", { run: "r", model: "a/b", recoverable: true }),
+    replayOf({ type: "tool_call", run: "r", id: "c1", name: "tsh", arguments: { args: ["x"] } }),
+    { type: "ack", op: "cancel", run: "r", status: "active" },
+    { type: "history", session: "s", role: "user", run: "r", content: "hi" },
+  ];
+  for (const f of ok) assertEquals(serverFrameStrict.safeParse(f).success, true, JSON.stringify(f));
+  const bad = [
+    { type: "delta", run: "r", text: "hi", extra: 1 }, // a stray field
+    { type: "done", run: "r", status: "finished", ts: 1 }, // not a run status
+    { type: "error", message: "no code" },
+    { type: "usage", run: "r", input_tokens: "3", output_tokens: 1 },
+    { type: "nonsense" },
+    { type: "ack", op: "cancel", run: "r", status: "active", replay: true }, // replies are never replayed
+  ];
+  for (const f of bad) {
+    assertEquals(serverFrameStrict.safeParse(f).success, false, JSON.stringify(f));
+  }
+});

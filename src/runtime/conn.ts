@@ -1,6 +1,6 @@
 /** One client connection: bounded JSONL reading, backpressured writes, and the approval hand-off. */
 import type { Socket } from "node:net";
-import { encodeFrame, MAX_FRAME } from "../abi/frames.ts";
+import { encodeFrame, MAX_FRAME, type ServerFrame } from "../abi/frames.ts";
 import type { PeerCred } from "../sys/sock.ts";
 import { close, peerGone } from "../sys/libc.ts";
 import { fdOf } from "../sys/sock.ts";
@@ -158,7 +158,7 @@ export class Conn {
   }
 
   /** Writes one frame; waits for drain when the peer reads slowly (no unbounded buffering). */
-  async send(frame: unknown): Promise<void> {
+  async send(frame: ServerFrame): Promise<void> {
     if (this.closed || this.socket.destroyed || !this.socket.writable) return;
     if (!this.socket.write(encodeFrame(frame))) {
       // One shared waiter per congestion, however many writers are waiting on it.
@@ -177,7 +177,7 @@ export class Conn {
   }
 
   /** Sends a last frame and closes the write side. */
-  async end(frame?: unknown): Promise<void> {
+  async end(frame?: ServerFrame): Promise<void> {
     if (frame !== undefined) await this.send(frame);
     this.socket.end();
   }

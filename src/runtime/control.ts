@@ -1,4 +1,5 @@
 /** The host control socket `<run>/host.sock`: `ps`, `status`, `start`, `stop` frames to the supervisor; authority from SO_PEERCRED. */
+import { errorOf } from "../abi/frames.ts";
 import net from "node:net";
 import { AGENT_CONTROLS } from "../abi/controls.ts";
 import { CtxError, toCtxError } from "../abi/errno.ts";
@@ -112,7 +113,7 @@ export async function serveControl(
       buf += chunk;
       if (buf.length > MAX_LINE && !buf.includes("\n")) {
         socket.end(
-          JSON.stringify({ type: "error", code: "EMSGSIZE", message: "frame too long" }) + "\n",
+          JSON.stringify(errorOf("EMSGSIZE", "frame too long")) + "\n",
         );
         return;
       }
@@ -127,7 +128,7 @@ export async function serveControl(
             out = await answer(sup, options.root, uid, line);
           } catch (e) {
             const err = toCtxError(e);
-            out = { type: "error", code: err.errno, message: err.message };
+            out = errorOf(err.errno, err.message);
           }
           if (!socket.destroyed) socket.write(JSON.stringify(out) + "\n");
         });

@@ -1,4 +1,5 @@
 /** Model-backed agents: the host renders the prompt, admits it to the window, streams the model (with fallback), runs its tool calls, records the outcome. */
+import { errorOf } from "../abi/frames.ts";
 import { MAX_CALLS } from "../abi/envelope.ts";
 import { toCtxError } from "../abi/errno.ts";
 import type { ChatMessage, ModelToolCall } from "../model/mod.ts";
@@ -174,13 +175,13 @@ export async function modelTurn(x: ModelRun): Promise<void> {
             const named = candidates.length > 1 ? `model ${c.ref}: ` : "";
             return run.fail(err.errno, `${named}${err.message}`);
           }
-          await run.emit({
-            type: "error",
-            code: err.errno,
-            message: `model ${c.ref} failed; trying ${candidates[i + 1].ref}: ${err.message}`,
-            model: c.ref,
-            recoverable: true,
-          });
+          await run.emit(
+            errorOf(
+              err.errno,
+              `model ${c.ref} failed; trying ${candidates[i + 1].ref}: ${err.message}`,
+              { model: c.ref, recoverable: true },
+            ),
+          );
         }
       }
       if (run.finished) return;

@@ -1,4 +1,5 @@
 /** The agent socket runtime: start it on a tree and a run dir; it serves one socket per agent, or one handed-over socket (an instance). */
+import { errorOf } from "../abi/frames.ts";
 import { toCtxError } from "../abi/errno.ts";
 import { loadAgent } from "../store/agent.ts";
 import { ensureDir } from "../store/atomic.ts";
@@ -146,12 +147,10 @@ function recover(index: RunIndex, sessions: SessionRef[]) {
     const ref = byDir.get(r.dir) as SessionRef; // rebuild only yields dirs it was given
     const ts = Date.now() / 1000;
     try {
-      appendEvent(ref, {
-        type: "error",
-        run: r.run,
-        code: "EINTR",
-        message: "run interrupted: the runtime stopped before it finished",
-      });
+      appendEvent(
+        ref,
+        errorOf("EINTR", "run interrupted: the runtime stopped before it finished", { run: r.run }),
+      );
       appendEvent(ref, { type: "done", run: r.run, status: "error", ts });
       setState(ref, "error");
     } catch (e) {

@@ -2,7 +2,14 @@
 import { createHash } from "node:crypto";
 import { CtxError, toCtxError } from "../abi/errno.ts";
 import { AGENT_CONTROLS } from "../abi/controls.ts";
-import { fitFrame, type Request } from "../abi/frames.ts";
+import {
+  errorOf,
+  fitFrame,
+  type Frame,
+  replayOf,
+  type Request,
+  type RunStatus,
+} from "../abi/frames.ts";
 import { MAX_CONTEXT, utf8Length } from "../abi/envelope.ts";
 import { readControl, resolveAgent } from "../store/agent.ts";
 import type { RunIndex } from "../store/runs.ts";
@@ -121,7 +128,7 @@ async function replay(ctx: OpContext, conn: Conn, ref: SessionRef, run: string):
   const stored = readEvents(ref).filter((f) => (f as { run?: string }).run === run);
   const live = ctx.active.get(run);
   if (!live || live.finished) {
-    for (const f of stored) await conn.send({ ...(f as object), replay: true });
+    for (const f of stored) await conn.send(replayOf(f as Frame));
     return;
   }
   // Snapshot and subscription in one synchronous step (emit writes, then streams once durable):
@@ -129,7 +136,7 @@ async function replay(ctx: OpContext, conn: Conn, ref: SessionRef, run: string):
   // joined, so durable) or broadcast to this connection, never both, never neither; the replay
   // is queued on the socket before any later broadcast, so the order holds.
   const n = live.follow(conn);
-  await Promise.all(stored.slice(0, n).map((f) => conn.send({ ...(f as object), replay: true })));
+  await Promise.all(stored.slice(0, n).map((f) => conn.send(replayOf(f as Frame))));
   await live.wait();
 }
 
@@ -201,7 +208,7 @@ async function begin(
         await body(run);
       } catch (e) {
         const err = toCtxError(e);
-        await run.emit({ type: "error", code: err.errno, message: err.message });
+        await run.emit(errorOf(err.errno, err.message));
       }
       await run.finish("error"); // no-op when the body already recorded the outcome
     } finally {
@@ -334,12 +341,12 @@ export async function opResume(ctx: OpContext, conn: Conn, name: string, session
       // A message too long for one 1 MiB frame is cut here and marked; the file keeps it whole.
       await conn.send(
         fitFrame(typeof content === "string" ? content : JSON.stringify(content), (text, cut) => ({
-          type: "history",
+          type: "history" as const,
           session,
-          role: m.role,
-          run: m.run,
+          role: m.role as "user" | "assistant" | "tool", // messages.jsonl holds only these
+          run: String(m.run),
           content: typeof content === "string" || cut ? text : content,
-          ...(cut ? { truncated: true } : {}),
+          ...(cut ? { truncated: true as const } : {}),
         })),
       );
     }
@@ -366,7 +373,7 @@ export async function cancelOn(ctx: OpContext, conn: Conn, name: string, id: str
     await opCancel(ctx, conn, name, id);
   } catch (e) {
     const err = toCtxError(e);
-    await conn.send({ type: "error", code: err.errno, message: err.message, id });
+    await conn.send(errorOf(err.errno, err.message, { id }));
   }
 }
 
@@ -387,5 +394,11 @@ export async function opCancel(ctx: OpContext, conn: Conn, name: string, id: str
   if (!row || !mine(row.dir)) {
     throw new CtxError("ENOENT", `no run ${JSON.stringify(id)} of agent ${name}`);
   }
-  await conn.send({ type: "ack", op: "cancel", run: id, status: row.status });
+  // The index stores only the statuses a run can have (src/store/runs.ts).
+  await conn.send({
+    type: "ack",
+    op: "cancel",
+    run: id,
+    status: row.status as RunStatus | "active",
+  });
 }

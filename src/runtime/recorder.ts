@@ -1,10 +1,12 @@
 /** One run's recorder: the only writer of its frames; everything goes to events.jsonl, then to clients. */
 import {
   encodeFrame,
+  errorOf,
   fitFrame,
   type Frame,
   MAX_DELTA,
   MAX_FRAME,
+  replayOf,
   type RunStatus,
   splitText,
 } from "../abi/frames.ts";
@@ -177,12 +179,12 @@ export class Run {
     appendMessage(this.ref, { ...record, run: this.id });
   }
 
-  async #broadcast(frame: unknown, seq: number): Promise<void> {
+  async #broadcast(frame: Frame, seq: number): Promise<void> {
     for (const c of [...this.subscribers]) {
       // Followers (a replay of a live run) get the wire copy marked: they cannot answer approvals.
       if (c.closed) this.subscribers.delete(c);
       else if (seq > (this.#joined.get(c) ?? 0)) {
-        await c.send(c === this.origin ? frame : { ...(frame as object), replay: true });
+        await c.send(c === this.origin ? frame : replayOf(frame));
       }
     }
   }
@@ -206,7 +208,7 @@ export class Run {
 
   /** Ends the run as failed: one host error frame (`code`, `message`, `extra`), then `done` error. */
   async fail(code: string, message: string, extra: { tool?: string } = {}): Promise<void> {
-    await this.emit({ type: "error", code, message, ...extra });
+    await this.emit(errorOf(code, message, extra));
     await this.finish("error");
   }
 
@@ -217,11 +219,7 @@ export class Run {
    */
   async interrupt(): Promise<boolean> {
     if (this.finished) return false;
-    await this.emit({
-      type: "error",
-      code: "EINTR",
-      message: "the run was interrupted: the daemon is stopping",
-    });
+    await this.emit(errorOf("EINTR", "the run was interrupted: the daemon is stopping"));
     const p = this.finish("error");
     this.abort.abort();
     await p;

@@ -3,7 +3,7 @@ import net from "node:net";
 import { CtxError, toCtxError } from "../abi/errno.ts";
 import { tempName } from "../abi/names.ts";
 import { openDir } from "../sandbox/workspace.ts";
-import { encodeFrame, OPS, request } from "../abi/frames.ts";
+import { encodeFrame, errorOf, OPS, request } from "../abi/frames.ts";
 import { ensureDir } from "../store/atomic.ts";
 import { fdOf, type PeerCred, peerCred, setCloexec } from "../sys/sock.ts";
 import { Conn } from "./conn.ts";
@@ -22,7 +22,7 @@ export interface Listener {
 
 function errorFrame(e: unknown, id?: string) {
   const err: CtxError = toCtxError(e);
-  return { type: "error", code: err.errno, message: err.message, ...(id ? { id } : {}) };
+  return errorOf(err.errno, err.message, id ? { id } : {});
 }
 
 /** The peer's working directory, opened through its `/proc` magic link (no path is resolved). */
@@ -91,37 +91,29 @@ function handle(
   try {
     v = JSON.parse(utf8.decode(raw));
   } catch {
-    void conn.send({
-      type: "error",
-      code: "EINVAL",
-      message: "frame is not one UTF-8 JSON object",
-    });
+    void conn.send(errorOf("EINVAL", "frame is not one UTF-8 JSON object"));
     return;
   }
   const op = (v as { op?: unknown })?.op;
   const id = typeof (v as { id?: unknown })?.id === "string" ? (v as { id: string }).id : undefined;
   if (typeof v !== "object" || v === null || Array.isArray(v)) {
-    void conn.send({ type: "error", code: "EINVAL", message: "frame is not a JSON object" });
+    void conn.send(errorOf("EINVAL", "frame is not a JSON object"));
     return;
   }
   if (typeof op !== "string" || !(OPS as readonly string[]).includes(op)) {
-    void conn.send({
-      type: "error",
-      code: "EINVAL",
-      message: `unknown op ${JSON.stringify(op ?? null)}`,
-      ...(id ? { id } : {}),
-    });
+    void conn.send(errorOf("EINVAL", `unknown op ${JSON.stringify(op ?? null)}`, id ? { id } : {}));
     return;
   }
   const p = request.safeParse(v);
   if (!p.success) {
     const issue = p.error.issues[0];
-    void conn.send({
-      type: "error",
-      code: "EINVAL",
-      message: `invalid ${op} frame: ${issue?.path.join(".") || "frame"}: ${issue?.message}`,
-      ...(id ? { id } : {}),
-    });
+    void conn.send(
+      errorOf(
+        "EINVAL",
+        `invalid ${op} frame: ${issue?.path.join(".") || "frame"}: ${issue?.message}`,
+        id ? { id } : {},
+      ),
+    );
     return;
   }
   const req = p.data;
@@ -135,12 +127,13 @@ function handle(
   // A queued request starts only while its connection is open: a client that left wants nothing.
   const enqueue = (fn: () => Promise<unknown>) => {
     if (queue.waiting >= MAX_QUEUED) {
-      void conn.send({
-        type: "error",
-        code: "EBUSY",
-        message: `${MAX_QUEUED} requests already wait on this connection; send it again later`,
-        ...(id ? { id } : {}),
-      });
+      void conn.send(
+        errorOf(
+          "EBUSY",
+          `${MAX_QUEUED} requests already wait on this connection; send it again later`,
+          id ? { id } : {},
+        ),
+      );
       return;
     }
     queue.waiting++;
@@ -154,11 +147,7 @@ function handle(
       void guard(() => opCancel(ctx, conn, name, req.id))();
       return;
     case "approve":
-      void conn.send({
-        type: "error",
-        code: "EINVAL",
-        message: "no approval_request is pending on this connection",
-      });
+      void conn.send(errorOf("EINVAL", "no approval_request is pending on this connection"));
       return;
     case "send":
       return enqueue(() => opSend(ctx, conn, name, req));
@@ -189,17 +178,16 @@ function serverOf(ctx: OpContext, name: string, conns: Set<Conn>): net.Server {
     const uid = cred.uid;
     const live = ctx.peers.get(uid) ?? 0;
     if (live >= MAX_CONNS_PER_UID) {
-      return refuse(socket, {
-        type: "error",
-        code: "EBUSY",
-        message: `uid ${uid} already has ${MAX_CONNS_PER_UID} connections to this daemon`,
-      });
+      return refuse(
+        socket,
+        errorOf("EBUSY", `uid ${uid} already has ${MAX_CONNS_PER_UID} connections to this daemon`),
+      );
     }
     // Decided once: a connection's peer process and its namespaces cannot change, and a foreign
     // peer is closed here, before any request of it is read.
     const foreign = foreignPeer(fdOf(socket), cred.pid);
     if (foreign !== undefined) {
-      return refuse(socket, { type: "error", code: "EACCES", message: foreign });
+      return refuse(socket, errorOf("EACCES", foreign));
     }
     let workspace: { fd: number };
     try {
@@ -232,7 +220,7 @@ function serverOf(ctx: OpContext, name: string, conns: Set<Conn>): net.Server {
     socket.on("end", () => void queue.p.then(() => socket.end()));
     conn.read(
       (line) => handle(ctx, name, conn, line, queue),
-      () => void conn.send({ type: "error", code: "EMSGSIZE", message: "frame exceeds 1 MiB" }),
+      () => void conn.send(errorOf("EMSGSIZE", "frame exceeds 1 MiB")),
     );
   });
 }

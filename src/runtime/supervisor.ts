@@ -1,7 +1,7 @@
 /** The built-in supervisor: owns every agent's listening socket, starts one instance per agent on demand, records receipts before releasing it, stops only what a receipt proves. */
 import { type ChildProcess, spawn } from "node:child_process";
 import { CtxError } from "../abi/errno.ts";
-import { encodeFrame } from "../abi/frames.ts";
+import { encodeFrame, errorOf } from "../abi/frames.ts";
 import { ensureDir, replaceFile } from "../store/atomic.ts";
 import { readRegularText } from "../store/regular.ts";
 import { closeFd, listenUnix, refuseWaiting } from "../sys/listen.ts";
@@ -235,7 +235,7 @@ export async function startSupervisor(o: SupervisorOptions): Promise<Supervisor>
           if (!wasReady) {
             // It never served: the clients waiting now would only start it again. Tell them.
             const why = `agent ${name}: its instance could not start (see agent/${name}.d/log)`;
-            const frame = encodeFrame({ type: "error", code: "EIO", message: why });
+            const frame = encodeFrame(errorOf("EIO", why));
             refuseWaiting(slot.fd, new TextEncoder().encode(frame));
           }
           activator.arm(name, slot.fd);

@@ -1,5 +1,6 @@
 /** Shared fixtures of the runtime tests: a real tree, a real daemon process, real clients. */
 import net from "node:net";
+import { serverFrameStrict } from "../../src/abi/frames.ts";
 import { currentGeneration, update } from "../../src/store/generation.ts";
 import { createAgent } from "../../src/store/agent_new.ts";
 import { replaceFile } from "../../src/store/atomic.ts";
@@ -184,6 +185,8 @@ export async function ctx(
 export class Raw {
   socket: net.Socket;
   frames: Record<string, unknown>[] = [];
+  /** Frames no schema of src/abi/frames.ts accepts: `until` fails on the first. */
+  invalid: string[] = [];
   ended = false;
   #buf = "";
   #wake?: () => void;
@@ -195,7 +198,11 @@ export class Raw {
       this.#buf += d;
       let i;
       while ((i = this.#buf.indexOf("\n")) >= 0) {
-        this.frames.push(JSON.parse(this.#buf.slice(0, i)));
+        const f = JSON.parse(this.#buf.slice(0, i));
+        // Every frame the server writes must be one the ABI's own schemas accept (strict).
+        const v = serverFrameStrict.safeParse(f);
+        if (!v.success) this.invalid.push(`${JSON.stringify(f)}: ${v.error.issues[0]?.message}`);
+        this.frames.push(f);
         this.#buf = this.#buf.slice(i + 1);
       }
       this.#wake?.();
@@ -234,7 +241,9 @@ export class Raw {
     options: { boundMs?: number } = {},
   ): Promise<Record<string, unknown>[]> {
     const give = Date.now() + (options.boundMs ?? 60_000);
-    while (!pred(this.frames)) {
+    for (;;) {
+      if (this.invalid.length) throw new Error(`frame outside the ABI: ${this.invalid[0]}`);
+      if (pred(this.frames)) break;
       if (this.ended) throw new Error(`connection ended; frames: ${JSON.stringify(this.frames)}`);
       const left = give - Date.now();
       if (left <= 0) throw new Error(`no such frame yet; frames: ${JSON.stringify(this.frames)}`);
