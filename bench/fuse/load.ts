@@ -16,10 +16,10 @@ const CTX = new URL("../../cli/ctx.ts", import.meta.url).pathname;
 
 // One latency (us) per line for each path, until the stop file appears (then a few more).
 const LOOP = `
-a=$1; b=$2; stop=$3; n=0
+a=$1; b=$2; c=$3; stop=$4; n=0
 echo ready
 while :; do
-  for p in "$a" "$b"; do
+  for p in "$a" "$b" "$c"; do
     t0=\${EPOCHREALTIME/./}; stat -c %s "$p" >/dev/null || echo fail; t1=\${EPOCHREALTIME/./}
     echo "$p $((t1 - t0))"
   done
@@ -30,7 +30,7 @@ done
 
 /** Stats both paths until `phase()` settles; returns the latencies (us) per path. */
 async function sample(
-  paths: [string, string],
+  paths: [string, string, string],
   stop: string,
   phase: () => Promise<void>,
 ): Promise<Record<string, number[]>> {
@@ -50,7 +50,7 @@ async function sample(
   await rest;
   await child.status;
   if (text.includes("fail")) throw new Error("a stat failed");
-  const out: Record<string, number[]> = { [paths[0]]: [], [paths[1]]: [] };
+  const out: Record<string, number[]> = Object.fromEntries(paths.map((p) => [p, []]));
   for (const line of text.trim().split("\n")) {
     const [p, us] = line.split(" ");
     out[p]?.push(Number(us));
@@ -78,7 +78,12 @@ try {
   d = await startDaemon(tree);
   const home = `${tree.mount}/home/0/bench.txt`;
   Deno.writeTextFileSync(home, "x\n");
-  const paths: [string, string] = [`${tree.mount}/status`, home];
+  // The reference in the same loop: a file on tmpfs, off the mount. Its latency under load is what
+  // the machine itself adds (a 2-core VM: the flood and the tool calls' processes compete for
+  // the CPU with the stat processes); the mount's own share is the ratio to it.
+  const ref = `/dev/shm/cortexfs-load-${Deno.pid}`;
+  Deno.writeTextFileSync(ref, "x\n");
+  const paths: [string, string, string] = [`${tree.mount}/status`, home, ref];
   const ctx = (args: string[]) =>
     new Deno.Command(DENO, {
       args: ["run", "-A", "--quiet", CTX, ...args],
@@ -105,17 +110,19 @@ try {
       floodMs.toFixed(0)
     } ms) + ${CALLS} tool calls`,
   );
+  const r = stats(load[ref]);
   for (const p of paths) {
     const i = stats(idle[p]), l = stats(load[p]);
-    const name = p.slice(tree.mount.length + 1);
+    const name = p === ref ? "tmpfs (ref)" : p.slice(tree.mount.length + 1);
     const f = (v: number) => v.toFixed(2).padStart(7);
     console.log(
       `${name.padEnd(16)} idle n=${i.n} p50 ${f(i.p50)} p99 ${f(i.p99)} max ${f(i.max)} ms | ` +
         `load n=${l.n} p50 ${f(l.p50)} p99 ${f(l.p99)} max ${f(l.max)} ms | p99 ${
           (l.p99 / i.p99).toFixed(2)
-        }x idle`,
+        }x idle, ${(l.p99 / r.p99).toFixed(2)}x ref under load`,
     );
   }
+  Deno.removeSync(ref);
 } finally {
   await cleanup(d, tree);
 }
