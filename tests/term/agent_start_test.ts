@@ -210,3 +210,58 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name:
+    "host start after kill -9 of the host: the terminal it left is stopped by its receipt (process.exit recorded), a forged terminal receipt with a reused pid kills nothing; both cleared",
+  ignore: !root,
+  async fn() {
+    const tree = await makeTree();
+    const ws = `${tree.dir}/project`;
+    Deno.mkdirSync(ws);
+    const victim = new Deno.Command("sleep", { args: ["600"], stdout: "null", stderr: "null" })
+      .spawn();
+    let d: Daemon | null = null;
+    let left: Receipt | null = null;
+    try {
+      d = await daemon(tree);
+      const started = await ctx(tree, ["agent", "start", "coder", "--session", "s1"], { cwd: ws });
+      assertEquals(started.code, 0, started.stderr);
+      left = receipt(tree, "coder", "s1") as Receipt;
+      d.child.kill("SIGKILL");
+      await d.stop();
+      d = null;
+      // The terminal outlives its killed host (nothing is left to stop it but its receipt).
+      assert(!gone(left.pid), "the terminal lives on");
+      const forged = {
+        ...left,
+        session: "s2",
+        unit: "cortexfs-term-coder-s2",
+        terminal: "t-forged",
+        invocation: "0".repeat(32),
+        pid: victim.pid,
+        pgid: victim.pid,
+        start_time: String(Number(startTime(victim.pid)) - 1), // the pid, reused
+      };
+      Deno.writeTextFileSync(receiptPath(tree, "coder", "s2"), JSON.stringify(forged) + "\n");
+      d = await daemon(tree);
+      assert(d.log().includes("stopped terminals a killed host left: coder/s1"), d.log());
+      assert(gone(left.pid), "the left terminal was stopped");
+      assert(!gone(victim.pid), "the forged receipt's pid was never signalled");
+      assertEquals([receipt(tree, "coder", "s1"), receipt(tree, "coder", "s2")], [null, null]);
+      const dir = `${tree.root}/home/0/agent/coder/session/s1/terminal/${left.terminal}`;
+      const { events } = parseTerminalEvents(read(`${dir}/events.jsonl`));
+      const last = events.at(-1) as { type: string; reason?: string };
+      assertEquals([last.type, last.reason], ["process.exit", "sigterm"]);
+      // A new start in that session makes a new terminal.
+      const again = await ctx(tree, ["agent", "start", "coder", "--session", "s1"], { cwd: ws });
+      assertEquals(again.code, 0, again.stderr);
+      assert(receipt(tree, "coder", "s1")?.terminal !== left.terminal);
+    } finally {
+      await cleanup(d, tree);
+      if (left && !gone(left.pid)) Deno.kill(left.pid, "SIGKILL");
+      victim.kill("SIGKILL");
+      await victim.status;
+    }
+  },
+});
