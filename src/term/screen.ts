@@ -1,6 +1,9 @@
 /** The headless VT model of one terminal: fed every output byte, it answers the current screen as escape sequences for late joiners. */
-import xterm from "@xterm/headless";
-import serialize from "@xterm/addon-serialize";
+// The ES module files by path, the same for `deno run` and `deno bundle` (the built single file):
+// @xterm/headless 6.0.0's `module` field names lib/xterm.mjs, which the package does not ship, so
+// the bundler cannot resolve the bare name; and `deno run` would load the CommonJS `main` instead.
+import * as xterm from "@xterm/headless/lib-headless/xterm-headless.mjs";
+import * as serialize from "@xterm/addon-serialize/lib/addon-serialize.mjs";
 
 /** Bytes fed but not yet parsed above which the reader should wait ({@link Screen.idle}). */
 export const HIGH_WATER = 4 * 1024 * 1024;
