@@ -5,7 +5,8 @@ import { ensureDir } from "../store/atomic.ts";
 import { loadAgent } from "../store/agent.ts";
 import { openSession, sessionRef } from "../store/session.ts";
 import { logTail, readyOf, terminalArgv } from "../term/launch.ts";
-import { aliasPath, newTerminalId, resolveSocket, sessionDir } from "../term/locate.ts";
+import { connect } from "../term/client.ts";
+import { aliasPath, newTerminalId, sessionDir, userSocket } from "../term/locate.ts";
 import {
   dropReceipt,
   type InstanceReceipt,
@@ -124,12 +125,19 @@ export async function startTerminals(o: TerminalsOptions): Promise<Terminals> {
       groups: agent.groups,
     }));
     const alias = aliasPath(place);
-    const other = await resolveSocket(place, {}).catch(() => null);
-    if (other) {
+    // A user-started terminal (`ctx terminal create`) serving this session keeps it: only its
+    // own known socket is tried (the alias is the agent identity's to write; root connects to
+    // nothing else it names).
+    const user = userSocket(place, {});
+    let link = "";
+    try {
+      link = Deno.readLinkSync(alias);
+    } catch { /* no alias */ }
+    if (link === user && await connect(user).then((c) => (c.close(), true), () => false)) {
       throw new CtxError(
         "EBUSY",
         `session "${req.session}" of agent ${agent.name} has a live terminal the host did not start`,
-        { path: other },
+        { path: user },
       );
     }
     const base = `${top}/${agent.name}`;

@@ -105,6 +105,25 @@ Deno.test({
           stdout: "hello from a fresh machine\n",
           stderr: "",
         });
+        // ctx agent start: the host starts the session's terminal from the file's own ctxterm
+        // bundle (programArgv), sandboxed tsh in this directory; stop ends it by its receipt.
+        const started = await ctx(["agent", "start", "mine"]);
+        assertEquals(started.code, 0, started.stderr);
+        const term = /^terminal id=(\S+) session=default pid=(\d+) state=running /m.exec(
+          started.stdout,
+        );
+        assertEquals(term !== null, true, started.stdout);
+        const stopped = await ctx(["agent", "stop", "mine"]);
+        assertEquals(
+          [
+            stopped.code,
+            stopped.stdout.startsWith(
+              `stopped terminal id=${term?.[1]} session=default pid=${term?.[2]} (exited)\n`,
+            ),
+          ],
+          [0, true],
+          stopped.stdout + stopped.stderr,
+        );
         // /ctx/bin launchers exec the built file: no checkout behind them.
         const q = `'${file}'`;
         assertEquals(
