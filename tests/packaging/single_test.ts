@@ -239,7 +239,8 @@ Deno.test("cortexfs install copies the file into --prefix, links every program t
       code: 0,
       stdout: [
         `${prefix}/cortexfs (copy of ${file})`,
-        ...["cortexfsd", "ctx", "tsh"].map((n) => `${prefix}/${n} -> cortexfs`),
+        // permissions.json's order: every program the file carries, ctxterm included.
+        ...["cortexfsd", "ctxterm", "ctx", "tsh"].map((n) => `${prefix}/${n} -> cortexfs`),
         `${prefix}/agent.sh`,
         `${units}/cortexfsd.service (written, not started: systemctl enable --now cortexfsd)`,
         "",
