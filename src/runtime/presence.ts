@@ -56,8 +56,9 @@ export class Presence {
   /** Writes `status` and `pid` (empty for null) of an agent. */
   set(name: string, status: AgentStatus, pid: number | null): void {
     const dir = `${this.#root}/agent/${name}.d`;
-    project(`${dir}/status`, `${status}\n`);
+    // pid first: a reader that sees the new status (what callers wait on) sees its pid too.
     project(`${dir}/pid`, pid === null ? "" : `${pid}\n`);
+    project(`${dir}/status`, `${status}\n`);
   }
 
   #write(name: string, status: AgentStatus): void {
