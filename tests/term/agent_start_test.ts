@@ -119,6 +119,21 @@ Deno.test({
           .output()).stdout,
       ).trim().split(/\s+/).map(Number);
       assertEquals(ps, [r.pid, r.pid, r.pid, d.child.pid]);
+      // It holds none of the host's sockets (agent sockets, host.sock): only its own listener.
+      const paths = new Map<number, string>();
+      for (const line of read("/proc/net/unix").split("\n").slice(1)) {
+        const f = line.trim().split(/\s+/);
+        if (f.length >= 8) paths.set(Number(f[6]), f[7]);
+      }
+      const bound = new Set<string>();
+      for (const e of Deno.readDirSync(`/proc/${r.pid}/fd`)) {
+        try {
+          const m = /^socket:\[(\d+)\]$/.exec(Deno.readLinkSync(`/proc/${r.pid}/fd/${e.name}`));
+          const p = m ? paths.get(Number(m[1])) : undefined;
+          if (p) bound.add(p);
+        } catch { /* closed meanwhile */ }
+      }
+      assertEquals([...bound], [`${tree.run}/terminal/coder/default/main.sock`]);
       // The live socket under the run dir; the ABI alias in the agent identity's home.
       const sessionDir = `${tree.root}/home/0/agent/coder/session/default`;
       const socket = `${tree.run}/terminal/coder/default/main.sock`;
