@@ -191,8 +191,15 @@ async function main(flags: Flags): Promise<number> {
       mount,
       command: instanceCommand(),
       idleSeconds: idle,
+      // `ctx agent start` also starts the session's terminal: this install's own ctxterm.
+      terminal: (await import("../src/term/launch.ts")).ctxtermCommand(Deno.env.toObject()),
     });
     runtime = sup;
+    if (sup.reapedTerminals.stopped.length) {
+      console.error(
+        `cortexfsd: stopped terminals a killed host left: ${sup.reapedTerminals.stopped.join(" ")}`,
+      );
+    }
     if (sup.reaped.stopped.length) {
       console.error(
         `cortexfsd: stopped instances a killed host left: ${sup.reaped.stopped.join(" ")}`,

@@ -85,6 +85,23 @@ type Receipt = {
   uid: number;
 };
 
+type Terminal = {
+  agent: string;
+  session: string;
+  id: string;
+  state: string;
+  pid: number;
+  owner: number;
+  socket: string;
+  receipt: Receipt;
+};
+
+/** One supervised terminal as a line: `terminal id=.. session=.. pid=.. state=.. unit=.. ...`. */
+function terminalLine(t: Terminal): string {
+  return `terminal id=${t.id} session=${t.session} pid=${t.pid} state=${t.state} owner=${t.owner} ` +
+    `unit=${t.receipt.unit} invocation=${t.receipt.invocation}`;
+}
+
 function receiptLine(r: Receipt | null | undefined): string {
   if (!r) return "";
   return `unit=${r.unit} invocation=${r.invocation} pid=${r.pid} start_time=${r.start_time} ` +
@@ -100,22 +117,28 @@ async function call(ctx: AgentContext, name: string | undefined, frame: unknown)
 export function register(agent: Command, ctx: AgentContext): void {
   agent
     .command("start")
-    .description("start the agent's runtime instance (an already running one is reported)")
+    .description(
+      "start the agent's runtime instance and the session's persistent terminal, in the current " +
+        "directory (what already runs is reported, not doubled)",
+    )
     .argument("<agent>", "agent name")
+    .option("-s, --session <name>", "the terminal's session", "default")
     .option("--json", "print the host's frame")
-    .action((name: string, o: { json?: boolean }) =>
+    .action((name: string, o: { json?: boolean; session: string }) =>
       guarded(`agent/${name}`, async () => {
-        const f = await call(ctx, name, { op: "start", agent: name });
+        // No cwd in the frame: the host opens this process's own cwd (SO_PEERCRED pid).
+        const f = await call(ctx, name, { op: "start", agent: name, session: o.session });
         if (o.json) return console.log(JSON.stringify(f));
         console.log(
           `${f.already ? "running" : "started"} ${name} ${receiptLine(f.receipt as Receipt)}`,
         );
+        if (f.terminal) console.log(terminalLine(f.terminal as Terminal));
       })
     );
   agent
     .command("stop")
     .description(
-      "stop the agent's instance (SIGTERM, SIGKILL after the grace; live runs cancelled)",
+      "stop the agent's terminals and instance (SIGTERM, SIGKILL after the grace; live runs cancelled)",
     )
     .argument("<agent>", "agent name")
     .option("--json", "print the host's frame")
@@ -123,13 +146,26 @@ export function register(agent: Command, ctx: AgentContext): void {
       guarded(`agent/${name}`, async () => {
         const f = await call(ctx, name, { op: "stop", agent: name });
         if (o.json) return console.log(JSON.stringify(f));
+        const terms = (f.terminals ?? []) as {
+          session: string;
+          id: string;
+          pid: number;
+          result: string;
+        }[];
+        for (const t of terms) {
+          console.log(
+            `stopped terminal id=${t.id} session=${t.session} pid=${t.pid} (${t.result})`,
+          );
+        }
         if (f.result === "none") return console.log(`${name}: no instance`);
         console.log(`stopped ${name} (${f.result}) ${receiptLine(f.receipt as Receipt)}`);
       })
     );
   agent
     .command("status")
-    .description("print the agent's state, then its live instance's receipt facts")
+    .description(
+      "print the agent's state, then its live instance's receipt facts, then one line per terminal",
+    )
     .argument("<agent>", "agent name")
     .option("--json", "print the host's frame")
     .action((name: string, o: { json?: boolean }) =>
@@ -138,11 +174,14 @@ export function register(agent: Command, ctx: AgentContext): void {
         if (o.json) return console.log(JSON.stringify(f));
         console.log(String(f.state));
         console.log(`pid=${f.pid ?? ""} ${receiptLine(f.receipt as Receipt)}`.trimEnd());
+        for (const t of (f.terminals ?? []) as Terminal[]) console.log(terminalLine(t));
       })
     );
   agent
     .command("ps")
-    .description("list live agent instances (agent, state, pid, unit, invocation)")
+    .description(
+      "list live agent instances (agent, state, pid, unit, invocation), then their terminals",
+    )
     .option("--json", "print the host's frame")
     .action((o: { json?: boolean }) =>
       guarded("agent", async () => {
@@ -157,10 +196,19 @@ export function register(agent: Command, ctx: AgentContext): void {
             receipt: Receipt | null;
           }[]
         ) {
+          if (!i.receipt) continue; // terminals only
           console.log(
             [i.agent, i.state, i.pid ?? "", i.receipt?.unit ?? "", i.receipt?.invocation ?? ""]
               .join("\t"),
           );
+        }
+        const terms = (f.instances as { terminals?: Terminal[] }[]).flatMap((i) =>
+          i.terminals ?? []
+        );
+        if (terms.length === 0) return;
+        console.log("\nTERMINAL\tAGENT\tSESSION\tSTATE\tPID\tUNIT");
+        for (const t of terms) {
+          console.log([t.id, t.agent, t.session, t.state, t.pid, t.receipt.unit].join("\t"));
         }
       })
     );

@@ -4,7 +4,9 @@ import net from "node:net";
 import { AGENT_CONTROLS } from "../abi/controls.ts";
 import { CtxError, toCtxError } from "../abi/errno.ts";
 import { readControl, resolveAgent } from "../store/agent.ts";
-import { fdOf, peerCred, setCloexec } from "../sys/sock.ts";
+import { openDir } from "../sandbox/workspace.ts";
+import { closeFd, fdOf, peerCred, peerPidfd, pidfdAlive, setCloexec } from "../sys/sock.ts";
+import { foreignPeer } from "./foreign.ts";
 import type { Supervisor } from "./supervisor.ts";
 
 /** Longest request line (a name is at most 64 bytes; the rest is slack). */
@@ -20,6 +22,36 @@ export function hostSocket(run: string): string {
 export interface Control {
   path: string;
   close(): Promise<void>;
+}
+
+/** The requester's cwd as the host opened it at accept, or why there is none. */
+type Workspace = { fd: number } | { why: string };
+
+/**
+ * The peer's working directory, opened at accept through its `/proc/<pid>/cwd` magic link (an
+ * O_PATH fd: no path is resolved, nothing the client writes names it), pinned by SO_PEERPIDFD so
+ * a pid reused meanwhile is noticed. A peer in another mount namespace or root has none.
+ */
+function workspaceOf(fd: number, pid: number): Workspace {
+  const foreign = foreignPeer(fd, pid);
+  if (foreign) return { why: foreign };
+  const pidfd = peerPidfd(fd);
+  if (pidfd < 0) return { why: `cannot pin peer pid ${pid}` };
+  try {
+    let ws: number;
+    try {
+      ws = openDir(`/proc/${pid}/cwd`);
+    } catch (e) {
+      return { why: `cannot open the working directory of peer pid ${pid}: ${e}` };
+    }
+    if (pidfdAlive(pidfd) < 0) {
+      closeFd(ws);
+      return { why: `peer pid ${pid} is gone` };
+    }
+    return { fd: ws };
+  } finally {
+    closeFd(pidfd);
+  }
 }
 
 /** Root or the agent's owner may start and stop it; anyone may read `ps`/`status`. */
@@ -39,6 +71,7 @@ async function answer(
   supervisor: () => Supervisor | undefined,
   root: string,
   uid: number,
+  workspace: Workspace,
   line: string,
 ): Promise<unknown> {
   const sup = supervisor();
@@ -65,14 +98,35 @@ async function answer(
     case "status":
       return { type: "status", ...sup.status(agent) };
     case "start": {
+      const session = v.session ?? "default";
+      if (typeof session !== "string" || !NAME.test(session)) {
+        throw new CtxError(
+          "EINVAL",
+          `"session" must be a session name, not ${JSON.stringify(session)}`,
+        );
+      }
       mayControl(root, agent, uid);
       const r = await sup.start(agent);
-      return { type: "started", agent, already: r.already, receipt: r.receipt };
+      // The session's terminal, in the requester's own cwd (opened at accept, never from the frame).
+      let terminal = null, already = r.already;
+      if (v.terminal !== false) {
+        if ("why" in workspace) throw new CtxError("EACCES", `no workspace: ${workspace.why}`);
+        const t = await sup.startTerminal({ agent, session, uid, workspace: workspace.fd });
+        terminal = t.terminal;
+        already &&= t.already;
+      }
+      return { type: "started", agent, already, receipt: r.receipt, terminal };
     }
     case "stop": {
       mayControl(root, agent, uid);
       const r = await sup.stop(agent);
-      return { type: "stopped", agent, result: r.result, receipt: r.receipt };
+      return {
+        type: "stopped",
+        agent,
+        result: r.result,
+        receipt: r.receipt,
+        terminals: r.terminals,
+      };
     }
     default:
       throw new CtxError("EINVAL", `unknown op ${JSON.stringify(op ?? null)}`);
@@ -94,17 +148,23 @@ export async function serveControl(
   } catch { /* absent */ }
   const socks = new Set<net.Socket>();
   const server = net.createServer((socket) => {
-    let uid: number;
+    let uid: number, workspace: Workspace;
     try {
       const fd = fdOf(socket);
       setCloexec(fd);
-      uid = peerCred(fd).uid;
+      const cred = peerCred(fd);
+      uid = cred.uid;
+      workspace = workspaceOf(fd, cred.pid);
     } catch {
       socket.destroy();
       return;
     }
     socks.add(socket);
-    socket.on("close", () => socks.delete(socket));
+    socket.on("close", () => {
+      socks.delete(socket);
+      // After the requests under way: a start may still hand the fd to its terminal.
+      if ("fd" in workspace) void chain.then(() => closeFd(workspace.fd as number));
+    });
     socket.on("error", () => {/* the peer left */});
     let buf = "";
     let chain = Promise.resolve();
@@ -125,7 +185,7 @@ export async function serveControl(
         chain = chain.then(async () => {
           let out: unknown;
           try {
-            out = await answer(sup, options.root, uid, line);
+            out = await answer(sup, options.root, uid, workspace, line);
           } catch (e) {
             const err = toCtxError(e);
             out = errorOf(err.errno, err.message);

@@ -56,8 +56,7 @@ export class Presence {
   /** Writes `status` and `pid` (empty for null) of an agent. */
   set(name: string, status: AgentStatus, pid: number | null): void {
     const dir = `${this.#root}/agent/${name}.d`;
-    // pid first: a reader that waited for a status reads the pid that goes with it (a crashed
-    // instance's `dead` with an empty pid, never the old pid).
+    // pid first: a reader that sees the new status (what callers wait on) sees its pid too.
     project(`${dir}/pid`, pid === null ? "" : `${pid}\n`);
     project(`${dir}/status`, `${status}\n`);
   }

@@ -7,10 +7,13 @@ import { readRegularText } from "../store/regular.ts";
 /** Schema tag of an instance receipt. */
 export const INSTANCE_SCHEMA = "cortexfs.instance-receipt/v1";
 
-/** One agent runtime instance, recorded after its spawn and before it is released. */
+/** One agent runtime instance (or terminal unit), recorded after its spawn and before it is released. */
 export interface InstanceReceipt {
   schema: typeof INSTANCE_SCHEMA;
-  /** The unit name a systemd manager would give it: `cortexfs-agent-<name>`. */
+  /**
+   * The unit name a systemd manager would give it: `cortexfs-agent-<name>` (the agent instance) or
+   * `cortexfs-term-<name>-<session>` (the session's supervised terminal, {@link terminalUnit}).
+   */
   unit: string;
   /** 128-bit random hex: this invocation, never reused. */
   invocation: string;
@@ -26,6 +29,15 @@ export interface InstanceReceipt {
   uid: number;
   /** When the host released it (unix seconds). */
   started_at: number;
+  /** A terminal unit: its session, terminal id, and the uid that may attach (the requester). */
+  session?: string;
+  terminal?: string;
+  owner?: number;
+}
+
+/** The unit name of an agent session's supervised terminal. */
+export function terminalUnit(agent: string, session: string): string {
+  return `cortexfs-term-${agent}-${session}`;
 }
 
 /** The receipts directory: `<run>/instance` (root's alone). */
@@ -52,7 +64,7 @@ export function thisBoot(): string {
 export function receiptOf(
   agent: string,
   pid: number,
-  options: { uid: number; invocation?: string },
+  options: { uid: number; invocation?: string; unit?: string },
 ): InstanceReceipt | undefined {
   let start: string;
   try {
@@ -62,7 +74,7 @@ export function receiptOf(
   }
   return {
     schema: INSTANCE_SCHEMA,
-    unit: `cortexfs-agent-${agent}`,
+    unit: options.unit ?? `cortexfs-agent-${agent}`,
     invocation: options.invocation ?? newInvocation(),
     agent,
     pid,
@@ -74,10 +86,13 @@ export function receiptOf(
   };
 }
 
-/** Writes `<dir>/<agent>.json` atomically (temp + rename, 0600); no fsync: it proves only this boot. */
-export function writeReceipt(dir: string, r: InstanceReceipt): string {
+/**
+ * Writes `<dir>/<file>.json` (default the agent's name; a terminal's is its session) atomically
+ * (temp + rename, 0600); no fsync: it proves only this boot.
+ */
+export function writeReceipt(dir: string, r: InstanceReceipt, file = r.agent): string {
   ensureDir(dir, 0o700);
-  const path = `${dir}/${r.agent}.json`;
+  const path = `${dir}/${file}.json`;
   const tmp = tempPath(path);
   try {
     Deno.writeTextFileSync(tmp, JSON.stringify(r) + "\n", { mode: 0o600, createNew: true });
@@ -104,7 +119,9 @@ export function parseReceipt(text: string): InstanceReceipt | undefined {
       Number.isInteger(r.pid) && r.pid > 1 && r.pgid === r.pid &&
       typeof r.start_time === "string" && /^\d+$/.test(r.start_time) &&
       typeof r.boot_id === "string" && typeof r.invocation === "string" &&
-      /^[0-9a-f]{32}$/.test(r.invocation) && r.unit === `cortexfs-agent-${r.agent}`;
+      /^[0-9a-f]{32}$/.test(r.invocation) && (r.session === undefined
+        ? r.unit === `cortexfs-agent-${r.agent}`
+        : typeof r.session === "string" && r.unit === terminalUnit(r.agent, r.session));
     return ok ? r : undefined;
   } catch {
     return undefined;
@@ -179,7 +196,10 @@ export interface ReapedInstances {
  */
 export async function reapReceipts(
   dir: string,
-  options: { graceMs: number; onReaped?: (agent: string, live: boolean) => void },
+  options: {
+    graceMs: number;
+    onReaped?: (agent: string, live: boolean, r: InstanceReceipt) => void;
+  },
 ): Promise<ReapedInstances> {
   ensureDir(dir, 0o700);
   const out: ReapedInstances = { stopped: [], stale: [] };
@@ -191,14 +211,14 @@ export async function reapReceipts(
     if (!r || !receiptMatches(r)) {
       out.stale.push(e.name);
       dropReceipt(path);
-      if (r) options.onReaped?.(r.agent, false);
+      if (r) options.onReaped?.(r.agent, false, r);
       continue;
     }
     jobs.push((async () => {
       await stopVerified(r, { graceMs: options.graceMs });
       out.stopped.push(r.agent);
       dropReceipt(path);
-      options.onReaped?.(r.agent, true);
+      options.onReaped?.(r.agent, true, r);
     })());
   }
   await Promise.all(jobs);

@@ -20,6 +20,7 @@ import {
   writeReceipt,
 } from "./receipt.ts";
 import { linkAlias } from "./server.ts";
+import { startTerminals, type TerminalInfo, type TerminalRequest } from "./terminals.ts";
 
 /** How long a stopped instance has between SIGTERM and SIGKILL. */
 export const STOP_GRACE_MS = 5_000;
@@ -39,6 +40,11 @@ export interface SupervisorOptions {
   graceMs?: number;
   /** The environment instances get (plus LISTEN_FDS/LISTEN_PID); default this process's. */
   env?: Record<string, string>;
+  /**
+   * The argv prefix that runs ctxterm (src/term/launch.ts `ctxtermCommand`): `start` with a
+   * workspace also starts the session's supervised terminal. Absent: instances only.
+   */
+  terminal?: string[];
 }
 
 /** One agent as `ps`/`status` report it. */
@@ -48,6 +54,16 @@ export interface InstanceInfo {
   state: string;
   pid: number | null;
   receipt: InstanceReceipt | null;
+  /** The agent's live supervised terminals, by session. */
+  terminals: TerminalInfo[];
+}
+
+/** How `stop` ended one terminal. */
+export interface StoppedTerminal {
+  session: string;
+  id: string;
+  pid: number;
+  result: Stopped;
 }
 
 interface Live {
@@ -79,14 +95,28 @@ export interface Supervisor {
   unserve(name: string): Promise<void>;
   /** Starts `name`'s instance unless one lives (`already`); resolves once it serves. */
   start(name: string): Promise<{ receipt: InstanceReceipt; already: boolean }>;
-  /** Stops `name`'s instance as its receipt allows (`none`: no instance). */
-  stop(name: string): Promise<{ result: Stopped | "none"; receipt: InstanceReceipt | null }>;
+  /**
+   * Starts the session's supervised terminal unless one lives (`already`); resolves once it
+   * listens. ENOTSUP without a ctxterm command.
+   */
+  startTerminal(req: TerminalRequest): Promise<{ terminal: TerminalInfo; already: boolean }>;
+  /**
+   * Stops `name`'s supervised terminals, then its instance, each as its receipt allows (`none`: no
+   * instance).
+   */
+  stop(name: string): Promise<{
+    result: Stopped | "none";
+    receipt: InstanceReceipt | null;
+    terminals: StoppedTerminal[];
+  }>;
   status(name: string): InstanceInfo;
   /** Live instances. */
   ps(): InstanceInfo[];
   agents(): string[];
   /** What host start found in `<run>/instance` (a killed host's instances). */
   readonly reaped: ReapedInstances;
+  /** What host start found in `<run>/terminal` (a killed host's terminals: `agent/session`). */
+  readonly reapedTerminals: { stopped: string[]; stale: string[] };
   /** Ends every instance (stdin EOF: live runs interrupted), closes every socket. */
   close(): Promise<void>;
 }
@@ -155,6 +185,14 @@ export async function startSupervisor(o: SupervisorOptions): Promise<Supervisor>
     onReaped: (agent) => presence.set(agent, "idle", null),
   });
   await reapGroups(groupsDir(o.run));
+  const terms = await startTerminals({
+    root: o.root,
+    run: o.run,
+    command: o.terminal ?? [],
+    graceMs: grace,
+    env: o.env,
+    log: (agent, line) => presence.log(agent, line),
+  });
   const slots = new Map<string, Slot>();
   let closing = false;
 
@@ -271,7 +309,13 @@ export async function startSupervisor(o: SupervisorOptions): Promise<Supervisor>
     const d = `${o.root}/agent/${name}.d`;
     const pid = Number(readTrim(`${d}/pid`)) || null;
     const receipt = slots.get(name)?.live?.receipt ?? null;
-    return { agent: name, state: readTrim(`${d}/status`) || "dead", pid, receipt };
+    return {
+      agent: name,
+      state: readTrim(`${d}/status`) || "dead",
+      pid,
+      receipt,
+      terminals: terms.list(name),
+    };
   };
 
   const stopLive = async (live: Live): Promise<Stopped> => {
@@ -330,19 +374,35 @@ export async function startSupervisor(o: SupervisorOptions): Promise<Supervisor>
       }
       return { receipt: live.receipt, already };
     },
+    reapedTerminals: terms.reaped,
+    startTerminal(req) {
+      if (!o.terminal) {
+        return Promise.reject(new CtxError("ENOTSUP", "this host starts no terminals"));
+      }
+      if (!slots.has(req.agent)) {
+        return Promise.reject(new CtxError("ENOENT", `agent ${req.agent} is not served`));
+      }
+      return terms.start(req);
+    },
     async stop(name) {
       const slot = slots.get(name);
       if (!slot) throw new CtxError("ENOENT", `agent ${name} is not served`);
+      // The terminals first (each by its receipt), then the instance.
+      const terminals = await terms.stop(name);
       const live = slot.live;
-      if (!live) return { result: "none", receipt: null };
-      return { result: await stopLive(live), receipt: live.receipt ?? null };
+      if (!live) return { result: "none", receipt: null, terminals };
+      return { result: await stopLive(live), receipt: live.receipt ?? null, terminals };
     },
     status: info,
-    ps: () => [...slots.values()].filter((s) => s.live).map((s) => info(s.name)),
+    ps: () =>
+      [...slots.values()].filter((s) => s.live || terms.list(s.name).length > 0).map((s) =>
+        info(s.name)
+      ),
     async unserve(name) {
       const slot = slots.get(name);
       if (!slot) return;
       slots.delete(name);
+      await terms.stop(name);
       if (slot.live) await stopLive(slot.live);
       activator.forget(name, slot.fd);
       for (const p of [slot.path, `${o.root}/agent/${name}.sock`]) {
@@ -353,6 +413,7 @@ export async function startSupervisor(o: SupervisorOptions): Promise<Supervisor>
     },
     async close() {
       closing = true;
+      await terms.close(); // the host's terminals end with it (ctxterm records process.exit)
       const lives = [...slots.values()].flatMap((s) => s.live ? [s.live] : []);
       await Promise.all(lives.map(async (live) => {
         live.leaving = true;

@@ -2,6 +2,7 @@
 import { CtxError } from "../abi/errno.ts";
 import { pickAllowed } from "../sandbox/env.ts";
 import type { FsId } from "../sys/fsid.ts";
+import { setCloexec } from "../sys/sock.ts";
 import { join } from "./client.ts";
 import { parseSizeArg, runTerminal } from "./main.ts";
 
@@ -11,6 +12,9 @@ export const USAGE =
                [--owner UID] [--size ROWSxCOLS] [--cwd DIR] [--show-cwd PATH] [--ready] -- CMD [ARGS...]
        ctxterm --listen SOCKET ... --sandbox AGENT --root TREE --uid UID --workspace DIR
                                    interactive tsh in AGENT's bubblewrap sandbox (no CMD)
+               [--workspace-fd N]  the workspace as an inherited directory fd, instead of DIR
+               [--hold]            do nothing before one "go" line on stdin (a supervisor's
+                                   receipt is on disk by then); EOF before it: exit 0
        ctxterm watch SOCKET        read-only view of a terminal (Ctrl+] or Ctrl+C leaves)
        ctxterm attach SOCKET       join it read-write (Ctrl+] detaches)
 The program starts with an environment of the sandbox allowlist only (CTX_* HOME USER LOGNAME
@@ -34,7 +38,25 @@ const FLAGS = new Set([
   "--root",
   "--uid",
   "--workspace",
+  "--workspace-fd",
 ]);
+
+/** Reads stdin up to its first newline: the supervisor's release. Null at EOF before one. */
+async function released(): Promise<string | null> {
+  const reader = Deno.stdin.readable.getReader();
+  const dec = new TextDecoder();
+  let text = "";
+  try {
+    while (!text.includes("\n")) {
+      const { value, done } = await reader.read();
+      if (done) return null;
+      text += dec.decode(value, { stream: true });
+    }
+  } finally {
+    reader.releaseLock();
+  }
+  return text.slice(0, text.indexOf("\n"));
+}
 
 /** Runs ctxterm with `argv`; returns its exit code (the program's, for the server). */
 export async function ctxtermMain(
@@ -46,7 +68,7 @@ export async function ctxtermMain(
     return await join({ socket: argv[1], mode: argv[0] });
   }
   const opt: Record<string, string> = {};
-  let ready = false;
+  let ready = false, hold = false;
   let i = 0;
   for (; i < argv.length; i++) {
     const a = argv[i];
@@ -59,10 +81,13 @@ export async function ctxtermMain(
       return 0;
     }
     if (a === "--ready") ready = true;
+    else if (a === "--hold") hold = true;
     else if (FLAGS.has(a) && i + 1 < argv.length) opt[a.slice(2)] = argv[++i];
     else throw new CtxError("EINVAL", `unknown or incomplete option "${a}"\n${USAGE}`);
   }
   const cmd = argv.slice(i);
+  // Held before anything is made: nothing exists that its supervisor has no receipt for.
+  if (hold && (await released()) !== "go") return 0;
   const sandboxed = opt.sandbox !== undefined;
   if (!opt.listen || (cmd.length === 0) !== sandboxed) {
     throw new CtxError("EINVAL", USAGE.trimEnd());
@@ -85,15 +110,24 @@ export async function ctxtermMain(
   let shownCommand: string[] | undefined;
   if (sandboxed) {
     const uid = Number(opt.uid ?? Deno.uid());
-    if (!opt.root || !opt.workspace || !Number.isInteger(uid)) {
-      throw new CtxError("EINVAL", "--sandbox needs --root TREE, --uid UID and --workspace DIR");
+    const wsFd = opt["workspace-fd"] === undefined ? undefined : Number(opt["workspace-fd"]);
+    if (wsFd !== undefined && !(Number.isInteger(wsFd) && wsFd > 2)) {
+      throw new CtxError("EINVAL", `--workspace-fd "${opt["workspace-fd"]}" is not an fd above 2`);
     }
+    if (!opt.root || (!opt.workspace) === (wsFd === undefined) || !Number.isInteger(uid)) {
+      throw new CtxError(
+        "EINVAL",
+        "--sandbox needs --root TREE, --uid UID and one of --workspace DIR or --workspace-fd N",
+      );
+    }
+    // An inherited fd is never passed on: the program on the PTY gets only the view's own.
+    if (wsFd !== undefined) setCloexec(wsFd);
     const { agentShell } = await import("./sandbox.ts");
     const shell = await agentShell({
       root: opt.root,
       agent: opt.sandbox,
       uid,
-      workspace: opt.workspace,
+      workspace: wsFd === undefined ? opt.workspace : { fd: wsFd },
       env,
     });
     program = { argv: shell.argv, env: shell.env };

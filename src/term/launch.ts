@@ -1,13 +1,15 @@
 /**
  * `ctx terminal create`: makes the session, picks the terminal id and paths, and starts ctxterm
  * detached (its own session, stdin /dev/null, stderr to a log beside the socket). This is the
- * seam for the built-in supervisor: {@link Starter} is the one place that starts the process,
- * and a supervisor that records a launch receipt replaces {@link detachedStarter}.
+ * seam of the built-in supervisor: {@link Starter} is the one place that starts the process here;
+ * `ctx agent start` has the host start a supervised one instead (src/runtime/terminals.ts, with a
+ * receipt), from the same {@link terminalArgv}.
  */
 import { CtxError } from "../abi/errno.ts";
 import { loadAgent } from "../store/agent.ts";
 import { openSession, sessionRef } from "../store/session.ts";
 import { resolvePaths } from "../store/paths.ts";
+import { programArgv, self } from "../../packaging/self.ts";
 import { aliasPath, newTerminalId, sessionDir, userSocket } from "./locate.ts";
 
 /** What {@link createTerminal} needs. */
@@ -49,23 +51,92 @@ export interface Created {
   pid: number;
 }
 
-const repo = new URL("../../", import.meta.url).pathname.replace(/\/$/, "");
-
 /**
- * How to run ctxterm: `$CTXTERM`, else this checkout's cli/ctxterm.ts under this deno, else a
- * `ctxterm` beside this executable (dist/bin), else `ctxterm` on PATH.
+ * How to run ctxterm: `$CTXTERM`, else this install's own ctxterm (packaging/self.ts: the pinned
+ * deno on the checkout's cli/ctxterm.ts, or on the built single file's bundle), else a `ctxterm`
+ * beside a compiled executable, else `ctxterm` on PATH.
  */
 export function ctxtermCommand(env: Record<string, string | undefined>): string[] {
   if (env.CTXTERM) return [env.CTXTERM];
-  const entry = `${repo}/cli/ctxterm.ts`;
-  try {
-    if (Deno.statSync(entry).isFile) return [Deno.execPath(), "run", "--allow-all", entry];
-  } catch { /* a compiled binary */ }
+  const install = self(env);
+  if (!Deno.build.standalone && install.programs.includes("ctxterm")) {
+    return programArgv(install, "ctxterm");
+  }
   const dir = Deno.execPath().slice(0, Deno.execPath().lastIndexOf("/"));
   try {
     if (Deno.statSync(`${dir}/ctxterm`).isFile) return [`${dir}/ctxterm`];
   } catch { /* not installed beside us */ }
   return ["ctxterm"];
+}
+
+/** Where and as what one agent terminal runs: the arguments {@link terminalArgv} builds. */
+export interface TerminalArgs {
+  socket: string;
+  alias: string;
+  /** The resource directory `session/<s>/terminal/<id>`. */
+  dir: string;
+  id: string;
+  agent: string;
+  session: string;
+  /** Who may watch and attach besides root. */
+  owner: number;
+  /** The uid whose home holds the agent home (`home/<uid>/agent/<agent>`). */
+  uid: number;
+  root: string;
+  /** A host directory, or `{fd}`: an fd the starter hands ctxterm (`--workspace-fd`). */
+  workspace: string | { fd: number };
+  /** Wait for the supervisor's `go` line before anything (`--hold`). */
+  hold?: boolean;
+}
+
+/** ctxterm's arguments (after its command) for interactive tsh in the agent's sandbox. */
+export function terminalArgv(a: TerminalArgs): string[] {
+  return [
+    "--listen",
+    a.socket,
+    "--alias",
+    a.alias,
+    "--record",
+    a.dir,
+    "--id",
+    a.id,
+    "--agent",
+    a.agent,
+    "--session",
+    a.session,
+    "--owner",
+    String(a.owner),
+    "--ready",
+    ...(a.hold ? ["--hold"] : []),
+    "--sandbox",
+    a.agent,
+    "--root",
+    a.root,
+    "--uid",
+    String(a.uid),
+    ...(typeof a.workspace === "string"
+      ? ["--workspace", a.workspace]
+      : ["--workspace-fd", String(a.workspace.fd)]),
+  ];
+}
+
+/** Parses ctxterm's one ready line (`--ready`); null for anything else. */
+export function readyOf(line: string): { pid: number; socket: string; child: number } | null {
+  try {
+    const r = JSON.parse(line) as { ready?: boolean; pid: number; socket: string; child: number };
+    return r.ready ? { pid: r.pid, socket: r.socket, child: r.child } : null;
+  } catch {
+    return null;
+  }
+}
+
+/** The last lines of a ctxterm log, for an error message ("" when none). */
+export function logTail(log: string): string {
+  try {
+    return Deno.readTextFileSync(log).trim().split("\n").slice(-3).join(" | ");
+  } catch {
+    return "";
+  }
 }
 
 /**
@@ -94,20 +165,9 @@ export const detachedStarter: Starter = async (unit) => {
   reader.releaseLock();
   await child.stdout.cancel().catch(() => {});
   child.unref();
-  const line = text.split("\n")[0];
-  try {
-    const ready = JSON.parse(line) as {
-      ready: boolean;
-      pid: number;
-      socket: string;
-      child: number;
-    };
-    if (ready.ready) return { pid: ready.pid, socket: ready.socket, child: ready.child };
-  } catch { /* not ready: the log says why */ }
-  let why = "";
-  try {
-    why = Deno.readTextFileSync(unit.log).trim().split("\n").slice(-3).join(" | ");
-  } catch { /* no log */ }
+  const ready = readyOf(text.split("\n")[0]);
+  if (ready) return ready;
+  const why = logTail(unit.log); // not ready: the log says why
   throw new CtxError("EIO", `ctxterm did not start${why ? `: ${why}` : ""}`, { path: unit.log });
 };
 
@@ -148,30 +208,20 @@ export async function createTerminal(o: CreateOptions): Promise<Created> {
   const workspace = Deno.realPathSync(o.workspace);
   const argv = [
     ...ctxtermCommand(o.env),
-    "--listen",
-    socket,
-    "--alias",
-    alias,
-    "--record",
-    dir,
-    "--id",
-    id,
-    "--agent",
-    agent.name,
-    "--session",
-    o.session,
-    "--owner",
-    String(o.uid),
-    "--ready",
-    "--sandbox",
-    agent.name,
-    "--root",
-    root,
-    "--uid",
-    String(o.uid),
-    "--workspace",
-    workspace,
+    ...terminalArgv({
+      socket,
+      alias,
+      dir,
+      id,
+      agent: agent.name,
+      session: o.session,
+      owner: o.uid,
+      uid: o.uid,
+      root,
+      workspace,
+    }),
   ];
+
   const started = await (o.starter ?? detachedStarter)({ id, argv, log, cwd: workspace });
   return { id, dir, socket: started.socket, alias, pid: started.pid };
 }

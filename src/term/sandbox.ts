@@ -22,8 +22,11 @@ export interface ShellPlan {
   agent: string;
   /** The client uid whose home holds the agent home (`home/<uid>/agent/<agent>`). */
   uid: number;
-  /** Host directory bound read-write at /workspace (its `.git` read-only). */
-  workspace: string;
+  /**
+   * Bound read-write at /workspace (its `.git` read-only): a host directory, or an open directory
+   * fd (a supervised terminal: the requester's cwd, opened by the host from `/proc/<pid>/cwd`).
+   */
+  workspace: string | { fd: number };
   env: Record<string, string | undefined>;
 }
 

@@ -1,8 +1,9 @@
 /** The headless VT model of one terminal: fed every output byte, it answers the current screen as escape sequences for late joiners. */
-// Named imports of the ESM builds: what both `deno run` and `deno bundle` (the single file)
-// resolve; the headless package names no ESM entry of its own, so its file is named.
-import { Terminal } from "@xterm/headless/lib-headless/xterm-headless.mjs";
-import { SerializeAddon } from "@xterm/addon-serialize";
+// The ES module files by path, the same for `deno run` and `deno bundle` (the built single file):
+// @xterm/headless 6.0.0's `module` field names lib/xterm.mjs, which the package does not ship, so
+// the bundler cannot resolve the bare name; and `deno run` would load the CommonJS `main` instead.
+import * as xterm from "@xterm/headless/lib-headless/xterm-headless.mjs";
+import * as serialize from "@xterm/addon-serialize/lib/addon-serialize.mjs";
 
 /** Bytes fed but not yet parsed above which the reader should wait ({@link Screen.idle}). */
 export const HIGH_WATER = 4 * 1024 * 1024;
@@ -33,7 +34,7 @@ export class Screen {
   #sync: ((data: Uint8Array) => void) | undefined;
 
   constructor(size: { rows: number; cols: number }, options: { scrollback?: number } = {}) {
-    const T = Terminal as unknown as new (o: unknown) => Term;
+    const T = (xterm as unknown as { Terminal: new (o: unknown) => Term }).Terminal;
     this.#term = new T({
       rows: size.rows,
       cols: size.cols,
@@ -43,7 +44,7 @@ export class Screen {
     });
     const core = this.#term._core;
     if (typeof core?.writeSync === "function") this.#sync = (d) => core.writeSync!(d); // checked
-    const S = SerializeAddon as unknown as new () => Serializer;
+    const S = (serialize as unknown as { SerializeAddon: new () => Serializer }).SerializeAddon;
     this.#ser = new S();
     this.#term.loadAddon(this.#ser);
   }

@@ -67,15 +67,20 @@ class Client {
   }
 }
 
-/** Makes `dir` a directory only we can enter (0700), creating it and its missing parents (0700). */
-function privateDir(dir: string): void {
+/**
+ * Makes `dir` a directory only we can enter (0700), creating it and its missing parents (0700).
+ * `search`: others may pass through it (0711, never list or write it): a root-run terminal owned
+ * by another uid, whose socket admission is SO_PEERCRED's alone.
+ */
+function privateDir(dir: string, search = false): void {
   Deno.mkdirSync(dir, { recursive: true, mode: 0o700 });
   const st = Deno.lstatSync(dir);
   if (!st.isDirectory) throw new CtxError("ENOTDIR", "socket directory", { path: dir });
   if (st.uid !== Deno.uid()) {
     throw new CtxError("EACCES", `socket directory belongs to uid ${st.uid}`, { path: dir });
   }
-  if (((st.mode ?? 0) & 0o077) !== 0) Deno.chmodSync(dir, 0o700);
+  const want = search ? 0o711 : 0o700;
+  if (((st.mode ?? 0) & 0o777) !== want) Deno.chmodSync(dir, want);
 }
 
 /** Removes a stale socket at `path` (nothing answers on it); EADDRINUSE when one does. */
@@ -115,12 +120,16 @@ export class TermServer {
   /**
    * Listens on `path` (mode 0600 in a 0700 directory: umask 077 while the socket is made) and
    * serves clients with `hooks`; only `owner` and root are admitted (SO_PEERCRED, at accept).
+   * When `owner` is not our uid (a supervised terminal: root's ctxterm, the requester's terminal)
+   * the socket is 0666 in a 0711 directory, as the agent sockets are: the kernel lets the owner
+   * connect, SO_PEERCRED still decides who is served.
    */
   static async listen(
     path: string,
     options: { owner: number; hooks: ServerHooks },
   ): Promise<TermServer> {
-    privateDir(path.slice(0, path.lastIndexOf("/")) || "/");
+    const widen = options.owner !== Deno.uid();
+    privateDir(path.slice(0, path.lastIndexOf("/")) || "/", widen);
     await clearStale(path);
     const ref: { self?: TermServer } = {};
     const server = net.createServer({ allowHalfOpen: false }, (socket) => {
@@ -140,7 +149,7 @@ export class TermServer {
       umask(old);
     }
     setCloexec(fdOf(server)); // never inherited by the program on the PTY
-    Deno.chmodSync(path, 0o600);
+    Deno.chmodSync(path, widen ? 0o666 : 0o600);
     const self = ref.self = new TermServer(path, server);
     self.#ino = Deno.lstatSync(path).ino;
     return self;

@@ -174,9 +174,15 @@ Deno.test({
       const s = await sleeper(tree, "c-1");
       const stop = await ctx(["agent", "stop", "t"]);
       assertEquals(
-        [stop.code, stop.stdout.startsWith("stopped t (exited)")],
+        // The session's terminal (ctx agent start made it) first, then the instance.
+        [
+          stop.code,
+          /^stopped terminal id=\S+ session=default pid=\d+ \(exited\)\nstopped t \(exited\)/.test(
+            stop.stdout,
+          ),
+        ],
         [0, true],
-        stop.stderr,
+        stop.stdout + stop.stderr,
       );
       await s.end();
       assert(gone(r1.pid));
@@ -247,8 +253,14 @@ Deno.test({
       assert(status.stdout.includes(`invocation=${r.invocation} pid=${r.pid}`), status.stdout);
       const list = await ctx(["agent", "ps"]);
       assertEquals(
+        list.stdout.split("\n\n")[0],
+        `AGENT\tSTATE\tPID\tUNIT\tINVOCATION\ncoder\tready\t${r.pid}\tcortexfs-agent-coder\t${r.invocation}`,
+      );
+      // ctx agent start made the session's terminal too: its own table.
+      assert(
+        /\n\nTERMINAL\tAGENT\tSESSION\tSTATE\tPID\tUNIT\nt-\S+\tcoder\tdefault\trunning\t\d+\tcortexfs-term-coder-default\n$/
+          .test(list.stdout),
         list.stdout,
-        `AGENT\tSTATE\tPID\tUNIT\tINVOCATION\ncoder\tready\t${r.pid}\tcortexfs-agent-coder\t${r.invocation}\n`,
       );
       const top = await ctx(["status"]);
       assert(top.stdout.includes(`instance=coder state=ready pid=${r.pid}\n`), top.stdout);

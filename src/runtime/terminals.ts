@@ -1,0 +1,292 @@
+/** The supervised agent terminals: `ctx agent start` materializes a session's ctxterm unit (receipt before release), `ctx agent stop` ends it by its receipt, host start reaps what a killed host left. */
+import { type ChildProcess, spawn } from "node:child_process";
+import { CtxError } from "../abi/errno.ts";
+import { ensureDir } from "../store/atomic.ts";
+import { loadAgent } from "../store/agent.ts";
+import { openSession, sessionRef } from "../store/session.ts";
+import { logTail, readyOf, terminalArgv } from "../term/launch.ts";
+import { connect } from "../term/client.ts";
+import { aliasPath, newTerminalId, sessionDir, userSocket } from "../term/locate.ts";
+import {
+  dropReceipt,
+  type InstanceReceipt,
+  reapReceipts,
+  receiptOf,
+  type Stopped,
+  stopVerified,
+  terminalUnit,
+  writeReceipt,
+} from "./receipt.ts";
+
+/** The fd a supervised ctxterm gets its workspace on (`--workspace-fd`). */
+export const WORKSPACE_FD = 3;
+
+/** `<run>/terminal`: receipts `<agent>/<session>.json`, sockets `<agent>/<session>/main.sock`. */
+export function terminalsDir(run: string): string {
+  return `${run}/terminal`;
+}
+
+/** One supervised terminal as `status`/`ps` report it. */
+export interface TerminalInfo {
+  agent: string;
+  session: string;
+  id: string;
+  /** `starting` (held, or not yet listening), `running`, `stopping`. */
+  state: "starting" | "running" | "stopping";
+  pid: number;
+  /** Who may watch and attach besides root (the uid that started it). */
+  owner: number;
+  socket: string;
+  alias: string;
+  /** The resource directory `home/<uid>/agent/<a>/session/<s>/terminal/<id>`. */
+  dir: string;
+  receipt: InstanceReceipt;
+}
+
+/** A session's terminal to start: who asked and where they stand (an fd the host opened). */
+export interface TerminalRequest {
+  agent: string;
+  session: string;
+  /** The requester's uid (SO_PEERCRED): the terminal's owner. */
+  uid: number;
+  /** The requester's cwd, an O_PATH directory fd the host opened from `/proc/<pid>/cwd`. */
+  workspace: number;
+}
+
+/** What {@link startTerminals} needs. */
+export interface TerminalsOptions {
+  root: string;
+  run: string;
+  /** The argv prefix that runs ctxterm (src/term/launch.ts `ctxtermCommand`). */
+  command: string[];
+  graceMs: number;
+  /** ctxterm's environment (CORTEXFS_RUN is set to `run`: its sandbox hides it). */
+  env?: Record<string, string>;
+  /** The agent's log (the host's one writer). */
+  log?: (agent: string, line: string) => void;
+}
+
+/** The running terminal supervisor. */
+export interface Terminals {
+  /** Starts the session's terminal unless one lives (`already`); resolves once it listens. */
+  start(req: TerminalRequest): Promise<{ terminal: TerminalInfo; already: boolean }>;
+  /** Stops every terminal of `agent` as its receipt allows. */
+  stop(agent: string): Promise<{ session: string; id: string; pid: number; result: Stopped }[]>;
+  /** Live terminals (of one agent), by session. */
+  list(agent?: string): TerminalInfo[];
+  /** Receipts a killed host left: `<agent>/<session>` stopped (still live) or cleared (stale). */
+  readonly reaped: { stopped: string[]; stale: string[] };
+  /** Stops every terminal (the host is closing). */
+  close(): Promise<void>;
+}
+
+interface Live {
+  info: TerminalInfo;
+  child: ChildProcess;
+  exited: Promise<void>;
+  file: string;
+}
+
+/**
+ * Starts the terminal supervisor: first every receipt under `<run>/terminal/<agent>/` a killed
+ * host left is verified and its still-live terminal stopped (SIGTERM: ctxterm records
+ * `process.exit`), a stale one (pid gone or reused) cleared without a signal.
+ */
+export async function startTerminals(o: TerminalsOptions): Promise<Terminals> {
+  const key = (agent: string, session: string) => `${agent}/${session}`;
+  const top = terminalsDir(o.run);
+  ensureDir(top, 0o711);
+  Deno.chmodSync(top, 0o711); // the owners reach their sockets through it; nobody lists it
+  const reaped = { stopped: [] as string[], stale: [] as string[] };
+  for (const e of Deno.readDirSync(top)) {
+    if (!e.isDirectory) continue;
+    await reapReceipts(`${top}/${e.name}`, {
+      graceMs: o.graceMs,
+      onReaped: (_agent, live, r) =>
+        (live ? reaped.stopped : reaped.stale).push(key(r.agent, r.session ?? "")),
+    });
+  }
+  const lives = new Map<string, Live>();
+  const starting = new Map<string, Promise<{ terminal: TerminalInfo; already: boolean }>>();
+
+  const spawnTerminal = async (req: TerminalRequest): Promise<TerminalInfo> => {
+    const root = o.root;
+    const agent = loadAgent(root, req.agent, { secrets: false });
+    // The session lives in the agent identity's home, where `ctx agent watch|attach` look.
+    const place = { root, uid: agent.uid, agent: agent.name, session: req.session };
+    openSession(sessionRef({
+      root,
+      run: o.run,
+      agent: agent.name,
+      session: req.session,
+      scope: "private",
+      uid: agent.uid,
+      gid: agent.gid,
+      groups: agent.groups,
+    }));
+    const alias = aliasPath(place);
+    // A user-started terminal (`ctx terminal create`) serving this session keeps it: only its
+    // own known socket is tried (the alias is the agent identity's to write; root connects to
+    // nothing else it names).
+    const user = userSocket(place, {});
+    let link = "";
+    try {
+      link = Deno.readLinkSync(alias);
+    } catch { /* no alias */ }
+    if (link === user && await connect(user).then((c) => (c.close(), true), () => false)) {
+      throw new CtxError(
+        "EBUSY",
+        `session "${req.session}" of agent ${agent.name} has a live terminal the host did not start`,
+        { path: user },
+      );
+    }
+    const base = `${top}/${agent.name}`;
+    ensureDir(base, 0o711);
+    Deno.chmodSync(base, 0o711);
+    const socket = `${base}/${req.session}/main.sock`;
+    const log = `${base}/${req.session}.log`;
+    const id = newTerminalId();
+    const dir = `${sessionDir(place)}/terminal/${id}`;
+    const argv = [
+      ...o.command,
+      ...terminalArgv({
+        socket,
+        alias,
+        dir,
+        id,
+        agent: agent.name,
+        session: req.session,
+        owner: req.uid,
+        uid: req.uid,
+        root,
+        workspace: { fd: WORKSPACE_FD },
+        hold: true,
+      }),
+    ];
+    // Its own session and group (setsid), detached from the host; stderr appended to the log
+    // (a file, so a host gone leaves it nothing to block on); the workspace fd as fd 3.
+    const child = spawn("/bin/sh", ["-c", 'exec "$@" 2>>"$CTXTERM_LOG"', "sh", ...argv], {
+      stdio: ["pipe", "pipe", "ignore", req.workspace],
+      detached: true,
+      cwd: "/",
+      env: { ...(o.env ?? Deno.env.toObject()), CORTEXFS_RUN: o.run, CTXTERM_LOG: log },
+    });
+    const exit = Promise.withResolvers<void>();
+    child.on("exit", () => exit.resolve());
+    child.on("error", () => exit.resolve());
+    child.stdin?.on("error", () => {/* it exited first: the exit event tells */});
+    const pid = child.pid ?? 0;
+    const receipt = pid > 0
+      ? receiptOf(agent.name, pid, {
+        uid: Deno.uid() ?? 0,
+        unit: terminalUnit(agent.name, req.session),
+      })
+      : undefined;
+    if (!receipt) {
+      child.stdin?.end();
+      await exit.promise;
+      throw new CtxError("EIO", `ctxterm for ${agent.name}/${req.session} did not start`);
+    }
+    receipt.session = req.session;
+    receipt.terminal = id;
+    receipt.owner = req.uid;
+    const file = writeReceipt(base, receipt, req.session);
+    const info: TerminalInfo = {
+      agent: agent.name,
+      session: req.session,
+      id,
+      state: "starting",
+      pid,
+      owner: req.uid,
+      socket,
+      alias,
+      dir,
+      receipt,
+    };
+    const live: Live = {
+      info,
+      child,
+      file,
+      exited: exit.promise.then(() => {
+        dropReceipt(file);
+        if (lives.get(key(agent.name, req.session)) === live) {
+          lives.delete(key(agent.name, req.session));
+        }
+        o.log?.(agent.name, `cortexfsd: terminal ${req.session} ${id} pid ${pid} exited\n`);
+      }),
+    };
+    lives.set(key(agent.name, req.session), live);
+    o.log?.(
+      agent.name,
+      `cortexfsd: terminal.start unit=${receipt.unit} invocation=${receipt.invocation} pid=${pid} session=${req.session} id=${id}\n`,
+    );
+    // Released only now: the receipt is on disk.
+    child.stdin?.end("go\n");
+    let text = "";
+    child.stdout?.setEncoding("utf8");
+    const ready = await new Promise<string>((resolve) => {
+      child.stdout?.on("data", (c: string) => {
+        text += c;
+        if (text.includes("\n")) resolve(text.slice(0, text.indexOf("\n")));
+      });
+      void exit.promise.then(() => resolve(text));
+    });
+    if (!readyOf(ready)) {
+      await live.exited;
+      const why = logTail(log);
+      throw new CtxError("EIO", `ctxterm did not start${why ? `: ${why}` : ""}`, { path: log });
+    }
+    info.state = "running";
+    return info;
+  };
+
+  const stopLive = async (live: Live): Promise<Stopped> => {
+    live.info.state = "stopping";
+    const result = await stopVerified(live.info.receipt, {
+      graceMs: o.graceMs,
+      exited: live.exited,
+    });
+    if (result !== "stale") await live.exited;
+    else {
+      // Nothing proven: forget it, signal nothing (its exit event, if any, still cleans up).
+      lives.delete(key(live.info.agent, live.info.session));
+      dropReceipt(live.file);
+    }
+    return result;
+  };
+
+  return {
+    reaped,
+    start(req) {
+      const k = key(req.agent, req.session);
+      const have = lives.get(k);
+      if (have && have.info.state !== "stopping") {
+        return Promise.resolve({ terminal: have.info, already: true });
+      }
+      const pending = starting.get(k);
+      if (pending) return pending.then((r) => ({ ...r, already: true }));
+      const p = (async () => {
+        if (have) await have.exited; // a stop is under way: the new one follows it
+        return { terminal: await spawnTerminal(req), already: false };
+      })();
+      starting.set(k, p);
+      return p.finally(() => starting.delete(k));
+    },
+    async stop(agent) {
+      const mine = [...lives.values()].filter((l) => l.info.agent === agent);
+      return await Promise.all(mine.map(async (l) => ({
+        session: l.info.session,
+        id: l.info.id,
+        pid: l.info.pid,
+        result: await stopLive(l),
+      })));
+    },
+    list: (agent) =>
+      [...lives.values()].map((l) => l.info).filter((i) => agent === undefined || i.agent === agent)
+        .sort((a, b) => key(a.agent, a.session).localeCompare(key(b.agent, b.session))),
+    async close() {
+      await Promise.all([...starting.values()].map((p) => p.catch(() => {})));
+      await Promise.all([...lives.values()].map((l) => stopLive(l)));
+    },
+  };
+}
