@@ -7,10 +7,9 @@ import { launchArgv } from "../sandbox/launch.ts";
 import { loadAgent } from "../store/agent.ts";
 import { resolvePaths } from "../store/paths.ts";
 import { tshBundle } from "../tool/bundle.ts";
-import { SANDBOX_DENO, SANDBOX_TSH, TSH_NPROC_HEADROOM } from "../tool/run.ts";
+import { TSH_NPROC_HEADROOM, tshInSandbox } from "../tool/run.ts";
 import { layoutOnce, prepareView } from "../tool/view.ts";
 import type { FsId } from "../sys/fsid.ts";
-import permissions from "../../packaging/permissions.json" with { type: "json" };
 
 /** Where the sandbox's shell keeps its line history (in the agent home, never the workspace). */
 export const HISTORY = "/home/agent/.tsh_history";
@@ -78,25 +77,12 @@ export async function agentShell(p: ShellPlan): Promise<AgentShell> {
       ...view.spec,
       nprocHeadroom: TSH_NPROC_HEADROOM,
       env: { ...env, ...DENO_ENV },
-      binds: [
-        { src: Deno.execPath(), dst: SANDBOX_DENO, mode: "ro" },
-        { src: bundle, dst: SANDBOX_TSH, mode: "ro" },
-      ],
-      command: [
-        SANDBOX_DENO,
-        "run",
-        "--quiet",
-        "--no-config",
-        "--no-lock",
-        "--no-remote",
-        "--no-npm",
-        ...permissions.tsh,
-        SANDBOX_TSH,
+      ...tshInSandbox(Deno.execPath(), bundle, [
         "--nproc",
         String(effectiveRlimits(agent.rlimit).nproc),
         "--history",
         HISTORY,
-      ],
+      ]),
     }, { dataDir, layout: layoutOnce(), dieWithParent: true, gated: false, newSession: false });
     for (const [name, text] of Object.entries(data)) {
       Deno.writeTextFileSync(`${dataDir}/${name}`, text, { mode: 0o444 });

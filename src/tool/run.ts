@@ -85,6 +85,32 @@ export const SANDBOX_DENO = "/opt/cortexfs/bin/deno";
 export const SANDBOX_TSH = "/opt/cortexfs/lib/tsh.js";
 
 /**
+ * How tsh runs inside a sandbox, for a tool call and an interactive terminal alike: the host's
+ * deno and the bundle bound read-only at fixed paths, and the command line that runs the bundle
+ * with tsh's own permission set (packaging/permissions.json) and nothing from outside.
+ */
+export function tshInSandbox(deno: string, bundle: string, args: readonly string[]) {
+  return {
+    binds: [
+      { src: deno, dst: SANDBOX_DENO, mode: "ro" as const },
+      { src: bundle, dst: SANDBOX_TSH, mode: "ro" as const },
+    ],
+    command: [
+      SANDBOX_DENO,
+      "run",
+      "--quiet",
+      "--no-config",
+      "--no-lock",
+      "--no-remote",
+      "--no-npm",
+      ...permissions.tsh,
+      SANDBOX_TSH,
+      ...args,
+    ],
+  };
+}
+
+/**
  * Processes tsh may use beyond the agent's nproc: its own threads (Deno starts about a dozen and
  * adds more on demand). A tool at its limit fails its own forks; tsh still answers.
  */
@@ -155,20 +181,7 @@ export async function runTsh(args: string[], options: RunOptions): Promise<ToolR
       ...view.spec,
       nprocHeadroom: TSH_NPROC_HEADROOM,
       env: { ...env, ...DENO_ENV },
-      binds: [
-        { src: deno, dst: SANDBOX_DENO, mode: "ro" },
-        { src: bundle, dst: SANDBOX_TSH, mode: "ro" },
-      ],
-      command: [
-        SANDBOX_DENO,
-        "run",
-        "--quiet",
-        "--no-config",
-        "--no-lock",
-        "--no-remote",
-        "--no-npm",
-        ...permissions.tsh,
-        SANDBOX_TSH,
+      ...tshInSandbox(deno, bundle, [
         "--json",
         "--limit",
         String(limit),
@@ -179,7 +192,7 @@ export async function runTsh(args: string[], options: RunOptions): Promise<ToolR
         ...(cache === undefined ? [] : ["--cache", String(cache)]),
         // The words travel on stdin: a command line is readable by every local user.
         "--args-stdin",
-      ],
+      ]),
     }, {
       stdin: new TextEncoder().encode(JSON.stringify(args)),
       signal: guard.signal,
