@@ -20,6 +20,7 @@ import {
   readMessages,
   readSessionFile,
   readState,
+  sessionBase,
   sessionExists,
   type SessionRef,
   sessionRef,
@@ -382,10 +383,10 @@ export async function opCancel(ctx: OpContext, conn: Conn, name: string, id: str
   const agent = authorizePeer(ctx, name, conn);
   const live = ctx.active.get(id);
   // Runs of other agents are invisible here, whatever the id.
-  const mine = (dir: string) =>
-    dir.startsWith(`${ctx.root}/home/${agent.uid}/agent/${name}/session/`) ||
-    dir.startsWith(`${ctx.root}/shared/agents/agent/${name}/session/`) ||
-    dir.startsWith(`${ctx.run}/temp/${agent.uid}/${name}/session/`);
+  const bases = (["private", "shared", "temp"] as const).map((scope) =>
+    sessionBase({ root: ctx.root, run: ctx.run, uid: agent.uid, agent: name, scope }) + "/"
+  );
+  const mine = (dir: string) => bases.some((b) => dir.startsWith(b));
   if (live && mine(live.ref.dir)) {
     await live.cancel();
     return conn.send({ type: "ack", op: "cancel", run: id, status: live.status ?? "cancelled" });

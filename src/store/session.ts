@@ -1,6 +1,7 @@
 /** Durable session directories: history files, state/meta/latest, and the session index files. */
 import { CtxError, toCtxError } from "../abi/errno.ts";
 import type { Scope } from "../abi/frames.ts";
+import { sessionBase } from "../abi/layout.ts";
 import { tempName } from "../abi/names.ts";
 import { asUser, currentFsId } from "../sys/fsid.ts";
 import { replaceFile, syncDir, tempPath } from "./atomic.ts";
@@ -57,14 +58,12 @@ function claimOf(o: { scope: Scope; uid: number; agent: string }): string {
     : `temp/${o.uid}`;
 }
 
+export { sessionBase };
+
 /** Resolves a session's directory: private under home/<uid>, shared under shared/agents, temp under run. */
 export function sessionRef(o: LocateOptions): SessionRef {
   const trust = o.scope === "temp" ? o.run : o.root;
-  const base = o.scope === "private"
-    ? `${o.root}/home/${o.uid}/agent/${o.agent}/session`
-    : o.scope === "shared"
-    ? `${o.root}/shared/agents/agent/${o.agent}/session`
-    : `${o.run}/temp/${o.uid}/${o.agent}/session`;
+  const base = sessionBase(o);
   return {
     uid: o.uid,
     gid: o.gid,

@@ -1,5 +1,6 @@
 /** Where a session's terminals live: resource dirs, the ABI socket alias, the user runtime socket, and the resolution order between them. */
 import { CtxError } from "../abi/errno.ts";
+import { sessionBase } from "../abi/layout.ts";
 import { parseTerminalEvents, type TerminalEvent, terminalMeta } from "../abi/terminal.ts";
 import type { TerminalMeta } from "../abi/terminal.ts";
 import { readRegularText } from "../store/regular.ts";
@@ -16,7 +17,7 @@ export interface SessionPlace {
 
 /** The session directory `home/<uid>/agent/<agent>/session/<session>`. */
 export function sessionDir(p: SessionPlace): string {
-  return `${p.root}/home/${p.uid}/agent/${p.agent}/session/${p.session}`;
+  return `${sessionBase({ ...p, run: "", scope: "private" })}/${p.session}`;
 }
 
 /** The ABI alias of the session's live terminal socket: `.../session/<s>/terminal/main.sock`. */
@@ -108,7 +109,7 @@ export function listTerminals(
   const out: Found[] = [];
   const agents = filter.agent ? [filter.agent] : names(`${root}/home/${uid}/agent`);
   for (const agent of agents) {
-    const base = `${root}/home/${uid}/agent/${agent}/session`;
+    const base = sessionBase({ root, run: "", uid, agent, scope: "private" });
     const sessions = filter.session ? [filter.session] : names(base);
     for (const session of sessions) {
       for (const id of names(`${base}/${session}/terminal`)) {
