@@ -257,7 +257,6 @@ export async function startSupervisor(o: SupervisorOptions): Promise<Supervisor>
       exited: exit.promise.then(({ code, signal }) => {
         ready.resolve(false);
         flush();
-        dropReceipt(file);
         const failed = !live.stopping && !live.leaving && (code !== 0 || signal !== null);
         presence.log(
           name,
@@ -267,6 +266,9 @@ export async function startSupervisor(o: SupervisorOptions): Promise<Supervisor>
         );
         presence.set(name, failed ? "dead" : "idle", null);
         if (receipt) meta(name, { ...receipt, exit: { code, signal, at: Date.now() / 1000 } });
+        // Last: another process that saw the receipt go finds the log line, status and meta.json
+        // of this exit already written.
+        dropReceipt(file);
         slot.live = undefined;
         if (closing || slots.get(name) !== slot) return;
         void live.ready.then((wasReady) => {

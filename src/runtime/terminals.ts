@@ -208,11 +208,11 @@ export async function startTerminals(o: TerminalsOptions): Promise<Terminals> {
       child,
       file,
       exited: exit.promise.then(() => {
-        dropReceipt(file);
         if (lives.get(key(agent.name, req.session)) === live) {
           lives.delete(key(agent.name, req.session));
         }
         o.log?.(agent.name, `cortexfsd: terminal ${req.session} ${id} pid ${pid} exited\n`);
+        dropReceipt(file); // last, as for instances: the log line is there once it is gone
       }),
     };
     lives.set(key(agent.name, req.session), live);
