@@ -127,8 +127,9 @@ Deno.test({
       assertEquals([meanwhile.code, meanwhile.stdout], [0, "while t hangs\n"]);
       Deno.kill(first.pid, "SIGKILL");
       // The host sees the exit: failed (dead), pid cleared, receipt gone.
-      await until(() => control(tree, "t", "status") === "dead\n", "the host to record the crash");
-      assertEquals([control(tree, "t", "pid"), receipt(tree, "t")], ["", null]);
+      // The receipt goes last (supervisor.ts): once it is gone the exit is fully recorded.
+      await until(() => receipt(tree, "t") === null, "the host to record the crash");
+      assertEquals([control(tree, "t", "status"), control(tree, "t", "pid")], ["dead\n", ""]);
       await s.end();
       // The mount answers, and another agent (its own instance) serves.
       assertEquals((await sh(`stat -c %F ${tree.mount}/status`)).code, 0);
@@ -400,8 +401,8 @@ Deno.test({
       const failed = await ctx(["agent", "send", "t", "echo", "x"]);
       assertEquals([failed.code !== 0, failed.stderr.includes("EIO")], [true, true], failed.stderr);
       assert(failed.stderr.includes("its instance could not start"), failed.stderr);
-      await until(() => control(tree, "t", "status") === "dead\n", "the failed state");
-      assertEquals([control(tree, "t", "pid"), receipt(tree, "t")], ["", null]);
+      await until(() => receipt(tree, "t") === null, "the failed state");
+      assertEquals([control(tree, "t", "status"), control(tree, "t", "pid")], ["dead\n", ""]);
       assert(control(tree, "t", "log").includes(": failed\n"), control(tree, "t", "log"));
       Deno.removeSync(`${tree.run}/index/t.sqlite`);
       const next = await ctx(["agent", "send", "t", "echo", "fixed"]);
