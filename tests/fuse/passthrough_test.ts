@@ -1,6 +1,6 @@
 /** FUSE passthrough: plain home/shared files do their I/O in the kernel and behave as on the backing dir; controls and set-id files stay served. */
 import { assert, assertEquals } from "../assert.ts";
-import { cleanup, type Daemon, makeTree, PYTHON, sh, startDaemon, UIDS } from "./fixture.ts";
+import { cleanup, type Daemon, makeTree, PYTHON, sh, startDaemon, UIDS, until } from "./fixture.ts";
 
 /** The READ and WRITE requests the daemon logged (`--debug`) from byte `from` of its log on. */
 function io(d: Daemon, from: number): number {
@@ -101,11 +101,25 @@ Deno.test("a passthrough file made set-id while another uid holds it open for wr
     });
     assertEquals(mk.code, 0, mk.stderr);
     // opened (passthrough: no set-id bit yet), made 6777 by its owner, then written
-    const writer = sh(`exec 3>>${f}; sleep 1; echo evil >&3`, { uid: 65534 });
-    await new Promise((r) => setTimeout(r, 400));
+    // The writer says when its fd is open and writes only once told: events, not a sleep.
+    const sync = Deno.makeTempDirSync();
+    Deno.chmodSync(sync, 0o777);
+    const writer = sh(
+      `exec 3>>${f}; : > ${sync}/opened; while [ ! -e ${sync}/go ]; do sleep 0.01; done; echo evil >&3`,
+      { uid: 65534 },
+    );
+    await until(() => {
+      try {
+        return Deno.statSync(`${sync}/opened`).isFile;
+      } catch {
+        return false;
+      }
+    }, "the writer's open");
     const ch = await sh(`chmod 6777 ${f} && stat -c %a ${f}`, { uid: 1000 });
     assertEquals([ch.code, ch.stdout], [0, "6777\n"], ch.stderr);
+    Deno.writeTextFileSync(`${sync}/go`, "");
     assertEquals((await writer).code, 0);
+    Deno.removeSync(sync, { recursive: true });
     const st = Deno.statSync(`${tree.root}/home/1000/s`);
     assertEquals([st.mode! & 0o7777, st.size], [0o777, 5]);
   } finally {
