@@ -5,7 +5,8 @@ import { ensureDir } from "../store/atomic.ts";
 import { loadAgent } from "../store/agent.ts";
 import { openSession, sessionRef } from "../store/session.ts";
 import { logTail, readyOf, terminalArgv } from "../term/launch.ts";
-import { connect } from "../term/client.ts";
+import { asUser } from "../sys/fsid.ts";
+import { answersUnix } from "../sys/listen.ts";
 import { aliasPath, newTerminalId, sessionDir, userSocket } from "../term/locate.ts";
 import {
   dropReceipt,
@@ -126,14 +127,19 @@ export async function startTerminals(o: TerminalsOptions): Promise<Terminals> {
     }));
     const alias = aliasPath(place);
     // A user-started terminal (`ctx terminal create`) serving this session keeps it: only its
-    // own known socket is tried (the alias is the agent identity's to write; root connects to
-    // nothing else it names).
+    // own known socket is tried, and as the agent identity: every component of that path, the
+    // alias among them, is the identity's to write, so root's own authority must never resolve
+    // or connect it (a symlink there would reach a socket only root may, and wake its server).
     const user = userSocket(place, {});
-    let link = "";
-    try {
-      link = Deno.readLinkSync(alias);
-    } catch { /* no alias */ }
-    if (link === user && await connect(user).then((c) => (c.close(), true), () => false)) {
+    const who = { uid: agent.uid, gid: agent.gid, groups: agent.groups };
+    const held = asUser(who, () => {
+      try {
+        return Deno.readLinkSync(alias) === user && answersUnix(user) === 0;
+      } catch {
+        return false; // no alias
+      }
+    });
+    if (held) {
       throw new CtxError(
         "EBUSY",
         `session "${req.session}" of agent ${agent.name} has a live terminal the host did not start`,

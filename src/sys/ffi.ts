@@ -53,6 +53,7 @@ const SYMBOLS = {
   bind: { parameters: ["i32", "buffer", "u32"], result: "i32" },
   listen: { parameters: ["i32", "i32"], result: "i32" },
   accept4: { parameters: ["i32", "pointer", "pointer", "i32"], result: "i32" },
+  connect: { parameters: ["i32", "buffer", "u32"], result: "i32" },
   eventfd: { parameters: ["u32", "i32"], result: "i32" },
   // *at(2) calls on one name in a directory fd (dir.ts)
   openat: { parameters: ["i32", "buffer", "i32", "u32"], result: "i32" },

@@ -1,4 +1,5 @@
 /** Listening Unix sockets the host creates but never accepts on, an eventfd, and one poll over many fds. */
+import { ERRNO } from "../abi/errno.ts";
 import { ARCH } from "./arch.ts";
 import { errno, libc } from "./ffi.ts";
 import { fstat } from "./libc.ts";
@@ -25,19 +26,44 @@ export const BACKLOG = 128;
  */
 export function listenUnix(path: string): number {
   const s = libc();
-  const bytes = new TextEncoder().encode(path);
-  if (bytes.length >= SUN_LEN - 2) return -36; // ENAMETOOLONG
-  const addr = new Uint8Array(SUN_LEN);
-  new DataView(addr.buffer).setUint16(0, AF_UNIX, true);
-  addr.set(bytes, 2);
+  const addr = sockaddr(path);
+  if (!addr) return -ERRNO.ENAMETOOLONG;
   const fd = s.socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return -errno();
-  if (s.bind(fd, addr, 2 + bytes.length + 1) !== 0 || s.listen(fd, BACKLOG) !== 0) {
+  if (s.bind(fd, addr, addr.length) !== 0 || s.listen(fd, BACKLOG) !== 0) {
     const n = errno();
     s.close(fd);
     return -n;
   }
   return fd;
+}
+
+/**
+ * Whether a listener answers at `path`: a nonblocking connect(2) on this thread, closed at once
+ * (nothing is written). 0 when one accepted or its backlog is full (EAGAIN: a listener is there
+ * all the same), else -errno. Synchronous, so it runs under the thread's filesystem identity: the
+ * path lookup and the socket's write permission are checked as whoever `asUser` made the thread,
+ * which is how root probes a path a user chose without reaching a socket only root could.
+ */
+export function answersUnix(path: string): number {
+  const s = libc();
+  const addr = sockaddr(path);
+  if (!addr) return -ERRNO.ENAMETOOLONG;
+  const fd = s.socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -errno();
+  const r = s.connect(fd, addr, addr.length) === 0 ? 0 : -errno();
+  s.close(fd);
+  return r === -ERRNO.EAGAIN ? 0 : r;
+}
+
+/** `struct sockaddr_un` for `path` with its length (NUL included), or null when it does not fit. */
+function sockaddr(path: string): Uint8Array | null {
+  const bytes = new TextEncoder().encode(path);
+  if (bytes.length >= SUN_LEN - 2) return null;
+  const addr = new Uint8Array(2 + bytes.length + 1);
+  new DataView(addr.buffer).setUint16(0, AF_UNIX, true);
+  addr.set(bytes, 2);
+  return addr;
 }
 
 /**

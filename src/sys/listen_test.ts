@@ -1,7 +1,16 @@
 import net from "node:net";
 import { assertEquals } from "../../tests/assert.ts";
 import { isCloexec } from "./sock.ts";
-import { closeFd, listenUnix, pollReadable, refuseWaiting, Wake } from "./listen.ts";
+import { ERRNO } from "../abi/errno.ts";
+import {
+  answersUnix,
+  BACKLOG,
+  closeFd,
+  listenUnix,
+  pollReadable,
+  refuseWaiting,
+  Wake,
+} from "./listen.ts";
 
 Deno.test("listenUnix() is close-on-exec; pollReadable() wakes on a waiting client or a ring, never accepting", async () => {
   const dir = Deno.makeTempDirSync();
@@ -29,6 +38,23 @@ Deno.test("listenUnix() is close-on-exec; pollReadable() wakes on a waiting clie
   } finally {
     wake.close();
     closeFd(fd);
+    Deno.removeSync(dir, { recursive: true });
+  }
+});
+
+Deno.test("answersUnix(): 0 while a listener is there (backlog full included), -ECONNREFUSED for a dead socket file, -ENOENT for none", () => {
+  const dir = Deno.makeTempDirSync();
+  const path = `${dir}/s.sock`;
+  let fd = listenUnix(path);
+  try {
+    // Never accepted: the connects stay in the backlog until it is full (EAGAIN: still a listener).
+    for (let i = 0; i < BACKLOG + 2; i++) assertEquals(answersUnix(path), 0);
+    closeFd(fd);
+    fd = -1;
+    assertEquals(answersUnix(path), -ERRNO.ECONNREFUSED);
+    assertEquals(answersUnix(`${dir}/none.sock`), -ERRNO.ENOENT);
+  } finally {
+    if (fd >= 0) closeFd(fd);
     Deno.removeSync(dir, { recursive: true });
   }
 });

@@ -1,5 +1,8 @@
 /** The terminal supervisor's receipts (src/runtime/terminals.ts) with a stand-in ctxterm: held until its receipt is on disk, stopped only as the receipt proves, reaped at start. */
+import net from "node:net";
 import { assert, assertEquals } from "../assert.ts";
+import type { CtxError } from "../../src/abi/errno.ts";
+import { createAgent } from "../../src/store/agent_new.ts";
 import { makeTree } from "./helpers.ts";
 import { startTerminals } from "../../src/runtime/terminals.ts";
 import { startTime } from "../../src/sandbox/receipt.ts";
@@ -127,6 +130,100 @@ Deno.test({
         } catch { /* gone */ }
         await c.status;
       }
+      await Deno.remove(f.tmp, { recursive: true });
+    }
+  },
+});
+
+const NOBODY = 65534;
+
+/** A listening socket at `path` and the number of connections it has taken so far. */
+async function listener(path: string): Promise<{ server: net.Server; taken: () => number }> {
+  let n = 0;
+  const server = net.createServer((c) => (n++, c.destroy()));
+  await new Promise<void>((resolve) => server.listen(path, resolve));
+  return { server, taken: () => n };
+}
+
+/** Connects to `path` as root and resolves once its server took it: every earlier connect is counted. */
+async function mark(path: string): Promise<void> {
+  const c = net.connect(path);
+  await new Promise<void>((
+    resolve,
+    reject,
+  ) => (c.once("connect", resolve), c.once("error", reject)));
+  c.destroy();
+}
+
+Deno.test({
+  name:
+    "a start probes a user-started terminal as the agent identity: a symlink it planted at its own socket path never makes root connect a socket only root may (the start goes on); a live socket of its own keeps the session (EBUSY)",
+  ignore: !root,
+  async fn() {
+    const f = await makeTree();
+    Deno.chmodSync(f.tmp, 0o755); // the identity reaches its home below
+    const name = `probe${crypto.getRandomValues(new Uint32Array(1))[0].toString(16)}`;
+    createAgent(f.root, name, { uid: NOBODY, gid: NOBODY });
+    // The identity's runtime dir, as a login would make it (created here only if missing).
+    const runtime = `/run/user/${NOBODY}`;
+    let made = false;
+    try {
+      Deno.mkdirSync(runtime, { mode: 0o700 });
+      Deno.chownSync(runtime, NOBODY, NOBODY);
+      made = true;
+    } catch (e) {
+      if (!(e instanceof Deno.errors.AlreadyExists)) throw e;
+    }
+    const mine = `${runtime}/cortexfs/terminal/${name}`;
+    const user = `${mine}/default/main.sock`;
+    const session = `${f.root}/home/${NOBODY}/agent/${name}/session/default`;
+    // A socket only root may connect, and a count of who did.
+    Deno.mkdirSync(`${f.tmp}/secret`, { mode: 0o700 });
+    const secret = await listener(`${f.tmp}/secret/root.sock`);
+    let own: Awaited<ReturnType<typeof listener>> | null = null;
+    const terms = await startTerminals({
+      root: f.root,
+      run: f.run,
+      command: standIn(`${f.tmp}/mark`, `${f.run}/terminal/${name}/default.json`),
+      graceMs: 200,
+    });
+    const ws = openDir(f.tmp);
+    const start = () => terms.start({ agent: name, session: "default", uid: 0, workspace: ws });
+    try {
+      // A first start makes the session; then the identity plants its alias and, at its own
+      // socket path, a symlink to root's socket.
+      await start();
+      await terms.stop(name);
+      Deno.mkdirSync(`${mine}/default`, { recursive: true });
+      Deno.mkdirSync(`${session}/terminal`, { recursive: true });
+      for (
+        const p of [`${runtime}/cortexfs`, `${runtime}/cortexfs/terminal`, mine, `${mine}/default`]
+      ) {
+        Deno.chownSync(p, NOBODY, NOBODY);
+      }
+      Deno.chownSync(`${session}/terminal`, NOBODY, NOBODY);
+      Deno.symlinkSync(`${f.tmp}/secret/root.sock`, user);
+      Deno.symlinkSync(user, `${session}/terminal/main.sock`);
+      const a = await start();
+      assertEquals([a.already, a.terminal.state], [false, "running"]);
+      await mark(`${f.tmp}/secret/root.sock`);
+      assertEquals(secret.taken(), 1, "root's socket took only the test's own connection");
+      await terms.stop(name);
+      // A live terminal socket of the identity's own still holds the session.
+      Deno.removeSync(user);
+      own = await listener(user);
+      Deno.chownSync(user, NOBODY, NOBODY);
+      const busy = await start().then(() => "started", (e) => (e as CtxError).errno);
+      assertEquals(busy, "EBUSY");
+      await mark(user);
+      assertEquals(own.taken(), 2, "the probe reached the identity's socket, as it would");
+    } finally {
+      closeFd(ws);
+      await terms.stop(name).catch(() => []);
+      await terms.close();
+      secret.server.close();
+      own?.server.close();
+      await Deno.remove(made ? runtime : mine, { recursive: true }).catch(() => {});
       await Deno.remove(f.tmp, { recursive: true });
     }
   },
