@@ -1,5 +1,9 @@
-/* bench/fuse/client.c: the measuring client: stat loop, sequential write, sequential read.
- * usage: client stat DIR ROUNDS | client write FILE MIB | client read FILE ; prints one number per run. */
+/* bench/fuse/client.c: the measuring client: stat loop, sequential write, sequential read, paced
+ * stat latency.
+ * usage: client stat DIR ROUNDS | client write FILE MIB | client read FILE ; prints one number per
+ * run. client lat STOP PATH... : prints "ready", then "<index> <ns>" per stat(2) of each PATH, one
+ * round per millisecond (an interactive client, not a spinning one), until 5 rounds after STOP
+ * exists. */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <stdio.h>
@@ -7,10 +11,25 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+static long long ns(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1000000000LL + t.tv_nsec; }
 #include <unistd.h>
 static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec / 1e9; }
 int main(int argc, char **argv) {
   if (argc < 3) return 2;
+  if (!strcmp(argv[1], "lat")) {
+    struct stat st; struct timespec pace = {0, 1000000}; int after = 0;
+    printf("ready\n"); fflush(stdout);
+    while (after < 5) {
+      for (int i = 3; i < argc; i++) {
+        long long t0 = ns();
+        if (stat(argv[i], &st) < 0) { perror(argv[i]); return 1; }
+        printf("%d %lld\n", i - 3, ns() - t0);
+      }
+      if (after || access(argv[2], F_OK) == 0) after++;
+      nanosleep(&pace, NULL);
+    }
+    return 0;
+  }
   static char buf[1 << 20]; memset(buf, 'x', sizeof buf);
   if (!strcmp(argv[1], "stat")) {
     /* relative names from inside DIR: the walk starts at the pinned cwd, as in a shell loop there */

@@ -1,7 +1,9 @@
 /**
- * Stat latency under load: another process stats `<mount>/status` and a `home/` file in a loop,
+ * Stat latency under load: another process stats `<mount>/status` and a `home/` file once a ms,
  * first with the daemon idle, then while one agent streams 20,000 deltas and another runs 20 tool
- * calls through the same cortexfsd. Prints p50/p99/max of each phase and the ratio to idle.
+ * calls through the same cortexfsd; in the same loop a file through libfuse's passthrough_ll with
+ * nothing cached (a userspace server's share of the same load) and one on tmpfs (the kernel's).
+ * Prints p50/p99/max of each phase, the ratio to idle and to each reference under load.
  * Never asserts a duration. Run: tools/deno run -A bench/fuse/load.ts [--deltas 20000] [--calls 20]
  */
 import { cleanup, type Daemon, DENO, makeTree, startDaemon } from "../../tests/fuse/fixture.ts";
@@ -14,30 +16,59 @@ const arg = (name: string, dflt: number) => {
 const DELTAS = arg("--deltas", 20000), CALLS = arg("--calls", 20);
 const CTX = new URL("../../cli/ctx.ts", import.meta.url).pathname;
 
-// One latency (us) per line for each path, until the stop file appears (then a few more).
-const LOOP = `
-a=$1; b=$2; c=$3; stop=$4; n=0
-echo ready
-while :; do
-  for p in "$a" "$b" "$c"; do
-    t0=\${EPOCHREALTIME/./}; stat -c %s "$p" >/dev/null || echo fail; t1=\${EPOCHREALTIME/./}
-    echo "$p $((t1 - t0))"
-  done
-  [ -e "$stop" ] && n=$((n + 1))
-  [ "$n" -ge 5 ] && break
-done
-`;
+const HERE = new URL(".", import.meta.url).pathname;
 
-/** Stats both paths until `phase()` settles; returns the latencies (us) per path. */
+/** libfuse's own low-level example (Debian libfuse3-dev), compiled in the run, never copied. */
+const PTLL_SRC = "/usr/share/doc/libfuse3-dev/examples/passthrough_ll.c";
+
+async function gcc(args: string[]): Promise<void> {
+  const out = await new Deno.Command("gcc", { args: ["-O2", ...args] }).output();
+  if (!out.success) throw new Error(new TextDecoder().decode(out.stderr));
+}
+
+/** Compiles bench/fuse/client.c (its `lat` mode: paced stat(2) latencies) into `dir`. */
+async function client(dir: string): Promise<string> {
+  await gcc(["-o", `${dir}/client`, `${HERE}client.c`]);
+  return `${dir}/client`;
+}
+
+/**
+ * passthrough_ll (multi-threaded) over `back` at `mnt` with entry and attribute timeouts 0: a stat
+ * of a file there costs the same LOOKUP + GETATTR round trips to a userspace server as a stat of
+ * `/ctx/status`, so under the same load it shows what any FUSE server's thread pays for CPU.
+ */
+async function passthroughLl(dir: string, back: string, mnt: string): Promise<Deno.ChildProcess> {
+  const flags = new TextDecoder().decode(
+    (await new Deno.Command("pkg-config", { args: ["--cflags", "--libs", "fuse3"] }).output())
+      .stdout,
+  ).trim().split(/\s+/);
+  await gcc(["-o", `${dir}/ptll`, PTLL_SRC, ...flags]);
+  const child = new Deno.Command(`${dir}/ptll`, {
+    args: ["-f", "-o", `source=${back},timeout=0,cache=never`, mnt],
+    stdin: "null",
+    stdout: "null",
+    stderr: "null",
+  }).spawn();
+  const dev = Deno.statSync(dir).dev;
+  // Mounted once the mount point is another filesystem's root.
+  for (let i = 0; Deno.statSync(mnt).dev === dev; i++) {
+    if (i > 3000) throw new Error("passthrough_ll did not mount");
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  return child;
+}
+
+/**
+ * Stats the paths (one stat(2) each per millisecond, from one long-lived process: the syscall is
+ * timed, not a fork and exec) until `phase()` settles; returns the latencies (ns) per path.
+ */
 async function sample(
-  paths: [string, string, string],
+  bin: string,
+  paths: string[],
   stop: string,
   phase: () => Promise<void>,
 ): Promise<Record<string, number[]>> {
-  const child = new Deno.Command("bash", {
-    args: ["-c", LOOP, "load", ...paths, stop],
-    stdout: "piped",
-  }).spawn();
+  const child = new Deno.Command(bin, { args: ["lat", stop, ...paths], stdout: "piped" }).spawn();
   const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
   let text = "";
   while (!text.includes("ready\n")) text += (await reader.read()).value ?? "";
@@ -48,24 +79,25 @@ async function sample(
   await phase();
   Deno.writeTextFileSync(stop, "");
   await rest;
-  await child.status;
-  if (text.includes("fail")) throw new Error("a stat failed");
+  if (!(await child.status).success) throw new Error("a stat failed");
   const out: Record<string, number[]> = Object.fromEntries(paths.map((p) => [p, []]));
   for (const line of text.trim().split("\n")) {
-    const [p, us] = line.split(" ");
-    out[p]?.push(Number(us));
+    const [i, t] = line.split(" ");
+    out[paths[Number(i)]]?.push(Number(t));
   }
   return out;
 }
 
-function stats(us: number[]) {
-  const s = [...us].sort((a, b) => a - b);
-  const q = (f: number) => s[Math.min(s.length - 1, Math.floor(f * s.length))] / 1000;
-  return { n: s.length, p50: q(0.5), p99: q(0.99), max: s[s.length - 1] / 1000 };
+function stats(ns: number[]) {
+  const s = [...ns].sort((a, b) => a - b);
+  const q = (f: number) => s[Math.min(s.length - 1, Math.floor(f * s.length))] / 1e6;
+  return { n: s.length, p50: q(0.5), p99: q(0.99), max: s[s.length - 1] / 1e6 };
 }
 
 const tree = await makeTree();
 let d: Daemon | null = null;
+let ptll: Deno.ChildProcess | null = null;
+const ptMnt = `${tree.dir}/ptll-mnt`;
 try {
   // The flood agent: one delta frame per line, then its message.
   const flood = `${tree.dir}/flood.sh`;
@@ -75,6 +107,7 @@ try {
       `printf '{"type":"message","role":"assistant","content":"flooded"}\\n'\n`,
   );
   createAgent(tree.root, "flood", { uid: 0, gid: 0, exec: flood });
+  const bin = await client(tree.dir);
   d = await startDaemon(tree);
   const home = `${tree.mount}/home/0/bench.txt`;
   Deno.writeTextFileSync(home, "x\n");
@@ -83,7 +116,13 @@ try {
   // the CPU with the stat processes); the mount's own share is the ratio to it.
   const ref = `/dev/shm/cortexfs-load-${Deno.pid}`;
   Deno.writeTextFileSync(ref, "x\n");
-  const paths: [string, string, string] = [`${tree.mount}/status`, home, ref];
+  // And a file through libfuse's passthrough_ll with nothing cached: a userspace server's share.
+  Deno.mkdirSync(`${tree.dir}/ptll-back`);
+  Deno.mkdirSync(ptMnt);
+  Deno.writeTextFileSync(`${tree.dir}/ptll-back/f`, "x\n");
+  ptll = await passthroughLl(tree.dir, `${tree.dir}/ptll-back`, ptMnt);
+  const pt = `${ptMnt}/f`;
+  const paths = [`${tree.mount}/status`, home, pt, ref];
   const ctx = (args: string[]) =>
     new Deno.Command(DENO, {
       args: ["run", "-A", "--quiet", CTX, ...args],
@@ -92,11 +131,11 @@ try {
       stdout: "null",
       stderr: "null",
     }).output();
-  const idle = await sample(paths, `${tree.dir}/stop-idle`, async () => {
+  const idle = await sample(bin, paths, `${tree.dir}/stop-idle`, async () => {
     for (let i = 0; i < 400; i++) await new Promise((r) => setTimeout(r, 5));
   });
   let floodMs = 0;
-  const load = await sample(paths, `${tree.dir}/stop-load`, async () => {
+  const load = await sample(bin, paths, `${tree.dir}/stop-load`, async () => {
     const t = performance.now();
     await Promise.all([
       ctx(["agent", "send", "flood", "go"]).then(() => floodMs = performance.now() - t),
@@ -110,19 +149,29 @@ try {
       floodMs.toFixed(0)
     } ms) + ${CALLS} tool calls`,
   );
-  const r = stats(load[ref]);
+  const r = stats(load[ref]), u = stats(load[pt]);
   for (const p of paths) {
     const i = stats(idle[p]), l = stats(load[p]);
-    const name = p === ref ? "tmpfs (ref)" : p.slice(tree.mount.length + 1);
+    const name = p === ref
+      ? "tmpfs (ref)"
+      : p === pt
+      ? "passthrough_ll"
+      : p.slice(tree.mount.length + 1);
     const f = (v: number) => v.toFixed(2).padStart(7);
     console.log(
       `${name.padEnd(16)} idle n=${i.n} p50 ${f(i.p50)} p99 ${f(i.p99)} max ${f(i.max)} ms | ` +
         `load n=${l.n} p50 ${f(l.p50)} p99 ${f(l.p99)} max ${f(l.max)} ms | p99 ${
           (l.p99 / i.p99).toFixed(2)
-        }x idle, ${(l.p99 / r.p99).toFixed(2)}x ref under load`,
+        }x idle; under load p99 ${(l.p99 / u.p99).toFixed(2)}x passthrough_ll, max ${
+          (l.max / u.max).toFixed(2)
+        }x`,
     );
   }
   Deno.removeSync(ref);
 } finally {
+  if (ptll) {
+    await new Deno.Command("fusermount3", { args: ["-u", ptMnt] }).output();
+    await ptll.status;
+  }
   await cleanup(d, tree);
 }
