@@ -149,7 +149,7 @@ try {
       floodMs.toFixed(0)
     } ms) + ${CALLS} tool calls`,
   );
-  const r = stats(load[ref]), u = stats(load[pt]);
+  const u = stats(load[pt]);
   for (const p of paths) {
     const i = stats(idle[p]), l = stats(load[p]);
     const name = p === ref
