@@ -25,16 +25,22 @@ interface Flags {
   ttl?: string;
   loopWait?: string;
   idleTimeout?: string;
+  startTimeout?: string;
+}
+
+/** Seconds from `--<flag>` (or its env var); `def` when neither is given. */
+function seconds(v: string | undefined, flag: string, def: number): number {
+  if (v === undefined) return def;
+  const n = Number(v);
+  if (v.trim() === "" || !Number.isFinite(n) || n <= 0) {
+    throw new CtxError("EINVAL", `--${flag} must be a positive number of seconds, not "${v}"`);
+  }
+  return n;
 }
 
 /** Seconds from `--idle-timeout` (or CTX_IDLE_TIMEOUT); default 300. */
 function idleSeconds(v: string | undefined): number {
-  if (v === undefined) return 300;
-  const n = Number(v);
-  if (v.trim() === "" || !Number.isFinite(n) || n <= 0) {
-    throw new CtxError("EINVAL", `--idle-timeout must be a positive number of seconds, not "${v}"`);
-  }
-  return n;
+  return seconds(v, "idle-timeout", 300);
 }
 
 /**
@@ -80,6 +86,11 @@ async function main(flags: Flags): Promise<number> {
   const run = flags.run ?? paths.run;
   const ttl = flags.ttl === undefined ? 1 : Number(flags.ttl);
   const idle = idleSeconds(flags.idleTimeout ?? Deno.env.get("CTX_IDLE_TIMEOUT"));
+  const startIn = seconds(
+    flags.startTimeout ?? Deno.env.get("CTX_START_TIMEOUT"),
+    "start-timeout",
+    30,
+  );
   // Refused here, before anything serves: every instance would refuse it at its own start.
   const { toolCache } = await import("../src/tool/config.ts");
   toolCache(Deno.env.get("CTX_TOOL_CACHE"));
@@ -191,6 +202,7 @@ async function main(flags: Flags): Promise<number> {
       mount,
       command: instanceCommand(),
       idleSeconds: idle,
+      startSeconds: startIn,
       // `ctx agent start` also starts the session's terminal: this install's own ctxterm.
       terminal: (await import("../src/term/launch.ts")).ctxtermCommand(Deno.env.toObject()),
     });
@@ -281,6 +293,10 @@ if (import.meta.main) {
     .option(
       "--idle-timeout <seconds>",
       "an agent instance with no connection and no run exits after this long (default 300; env CTX_IDLE_TIMEOUT)",
+    )
+    .option(
+      "--start-timeout <seconds>",
+      "an agent instance not ready this long after its start is stopped and recorded failed (default 30; env CTX_START_TIMEOUT)",
     )
     .exitOverride((e) => Deno.exit(e.exitCode === 0 ? 0 : EXIT.usage))
     .action(async (flags: Flags) => {

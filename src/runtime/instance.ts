@@ -34,6 +34,29 @@ export function checkHandover(env: Record<string, string | undefined>, pid: numb
   }
 }
 
+/** The test hook that makes an instance hang before `ready` (spec/runtime.md "Start timeout"). */
+export const HANG_HOOK = "CORTEXFS_TEST_HANG_BEFORE_READY";
+
+/**
+ * Test hook: when the process environment names a file in {@link HANG_HOOK} and this instance
+ * removes it (one instance per file), it parks its thread for good before it serves, as a hung
+ * start would. Only the environment cortexfsd was started with sets it (instances inherit the
+ * host's; no frame, control or session file reaches it; sandboxes start from an empty one).
+ */
+function hangIfAsked(agent: string, env: Record<string, string | undefined>): void {
+  const flag = env[HANG_HOOK];
+  if (!flag) return;
+  try {
+    Deno.removeSync(flag);
+  } catch {
+    return; // consumed by an earlier instance, or never made: start as usual
+  }
+  console.error(`instance ${agent}: test hook ${HANG_HOOK}: hanging before ready`);
+  // No signal listener yet: SIGTERM ends it with the default action, as a hung start would.
+  const cell = new Int32Array(new SharedArrayBuffer(4));
+  for (;;) Atomics.wait(cell, 0, 0);
+}
+
 /** Reads stdin up to the first newline; resolves to that line (null at EOF before one). */
 async function firstLine(reader: ReadableStreamDefaultReader<Uint8Array>): Promise<string | null> {
   const dec = new TextDecoder();
@@ -59,6 +82,7 @@ export async function runInstance(o: InstanceOptions): Promise<number> {
   const stdin = Deno.stdin.readable.getReader();
   const go = await firstLine(stdin);
   if (go !== "go") return 0; // the host let go of it before releasing it: nothing was served
+  hangIfAsked(o.agent, o.env);
   let idle: ReturnType<typeof setTimeout> | undefined;
   let ending: Promise<number> | undefined;
   const held: { rt?: Awaited<ReturnType<typeof startRuntime>> } = {};

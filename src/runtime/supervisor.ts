@@ -26,6 +26,8 @@ import { startTerminals, type TerminalInfo, type TerminalRequest } from "./termi
 export const STOP_GRACE_MS = 5_000;
 /** Default idle timeout of an instance (seconds). */
 export const IDLE_SECONDS = 300;
+/** Default start timeout of an instance (seconds): from its release to its `ready` line. */
+export const START_SECONDS = 30;
 
 /** Options for {@link startSupervisor}. */
 export interface SupervisorOptions {
@@ -36,6 +38,11 @@ export interface SupervisorOptions {
   command: string[];
   /** Idle timeout of every instance, seconds. */
   idleSeconds?: number;
+  /**
+   * Start timeout, seconds: an instance released this long ago that has not printed `ready` is
+   * stopped by its receipt and recorded as failed (default {@link START_SECONDS}).
+   */
+  startSeconds?: number;
   /** SIGTERM-to-SIGKILL grace of a stop (ms). */
   graceMs?: number;
   /** The environment instances get (plus LISTEN_FDS/LISTEN_PID); default this process's. */
@@ -77,6 +84,8 @@ interface Live {
   stopping: boolean;
   /** The host is closing: its end is not a failure. */
   leaving: boolean;
+  /** It was not ready within the start timeout: the host stopped it (a failure). */
+  timedOut: boolean;
 }
 
 interface Slot {
@@ -179,6 +188,15 @@ export async function startSupervisor(o: SupervisorOptions): Promise<Supervisor>
   }
   const presence = new Presence(o.root);
   const grace = o.graceMs ?? STOP_GRACE_MS;
+  const startSeconds = o.startSeconds ?? START_SECONDS;
+  /** The error frame (and `start`'s error) of an instance that never served. */
+  const notStarted = (name: string, live: Live) =>
+    live.timedOut
+      ? errorOf(
+        "ETIMEDOUT",
+        `agent ${name}: its instance was not ready within ${startSeconds} s and was stopped (see agent/${name}.d/log)`,
+      )
+      : errorOf("EIO", `agent ${name}: its instance could not start (see agent/${name}.d/log)`);
   const dir = receiptsDir(o.run);
   const reaped = await reapReceipts(dir, {
     graceMs: grace,
@@ -248,21 +266,44 @@ export async function startSupervisor(o: SupervisorOptions): Promise<Supervisor>
       );
       child.stdin?.write("go\n");
     }
+    // The start timeout: released and not ready in time = hung before it served. Stopped by its
+    // receipt like `stop` (SIGTERM, SIGKILL after the grace); the exit below records the failure.
+    let served = false;
+    const timer = receipt
+      ? setTimeout(() => {
+        if (served || closing || live.stopping || live.leaving) return;
+        live.timedOut = true;
+        presence.log(
+          name,
+          `cortexfsd: instance ${name} pid ${pid} not ready within ${startSeconds} s (start timeout): stopping it\n`,
+        );
+        presence.set(name, "stopping", pid);
+        void stopVerified(receipt, { graceMs: grace, exited: live.exited });
+      }, startSeconds * 1000)
+      : undefined;
+    void ready.promise.then((ok) => {
+      served = ok;
+      clearTimeout(timer);
+    });
     const live: Live = {
       child,
       receipt,
       ready: ready.promise,
       stopping: false,
       leaving: false,
+      timedOut: false,
       exited: exit.promise.then(({ code, signal }) => {
         ready.resolve(false);
+        clearTimeout(timer);
         flush();
-        const failed = !live.stopping && !live.leaving && (code !== 0 || signal !== null);
+        const failed = live.timedOut ||
+          (!live.stopping && !live.leaving && (code !== 0 || signal !== null));
+        const why = live.timedOut ? `: failed: not ready within ${startSeconds} s` : ": failed";
         presence.log(
           name,
           `cortexfsd: instance ${name} pid ${pid} exited (${
             signal ? `signal ${signal}` : `code ${code}`
-          })${failed ? ": failed" : ""}\n`,
+          })${failed ? why : ""}\n`,
         );
         presence.set(name, failed ? "dead" : "idle", null);
         if (receipt) meta(name, { ...receipt, exit: { code, signal, at: Date.now() / 1000 } });
@@ -274,8 +315,7 @@ export async function startSupervisor(o: SupervisorOptions): Promise<Supervisor>
         void live.ready.then((wasReady) => {
           if (!wasReady) {
             // It never served: the clients waiting now would only start it again. Tell them.
-            const why = `agent ${name}: its instance could not start (see agent/${name}.d/log)`;
-            const frame = encodeFrame(errorOf("EIO", why));
+            const frame = encodeFrame(notStarted(name, live));
             refuseWaiting(slot.fd, new TextEncoder().encode(frame));
           }
           activator.arm(name, slot.fd);
@@ -372,6 +412,10 @@ export async function startSupervisor(o: SupervisorOptions): Promise<Supervisor>
     async start(name) {
       const { live, already } = await start(name);
       if (!(await live.ready) || !live.receipt) {
+        if (live.timedOut) {
+          const f = notStarted(name, live);
+          throw new CtxError("ETIMEDOUT", f.message);
+        }
         throw new CtxError("EIO", `agent ${name}: its instance exited before it served`);
       }
       return { receipt: live.receipt, already };
