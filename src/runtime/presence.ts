@@ -1,6 +1,7 @@
-/** The agent summary projections `agent/<n>.d/status`, `pid` and `log`: ready/busy while served, idle or dead after; the agent's stderr, bounded. */
+/** The agent summary projections `agent/<n>.d/status`, `pid` and `log`: ready/busy while served, idle or dead after; the agent's stderr, bounded (the whole log rotated under the run dir). */
 import { controlMode } from "../abi/controls.ts";
 import { replaceFile } from "../store/atomic.ts";
+import { appendRotated, ROTATE_BYTES } from "./log.ts";
 
 /** `log` keeps its newest lines within this many bytes (the control bound is 64 KiB). */
 export const LOG_BYTES = 48 * 1024;
@@ -39,18 +40,29 @@ export class Presence {
   readonly #runs = new Map<string, number>();
   readonly #sink?: (name: string, lines: string) => void;
   readonly #changed?: () => void;
+  readonly #logDir?: string;
+  readonly #logBytes: number;
 
   /**
    * `options.log` takes the agent's log lines instead of the file (an instance hands them to its
    * host on stderr: the log keeps one writer); `options.changed` hears every run start and end.
+   * `options.logDir` (the host's `<run>/log`) also keeps each agent's whole log there,
+   * `<name>.log` rotated to `<name>.log.1` at `options.logBytes` (default {@link ROTATE_BYTES}).
    */
   constructor(
     root: string,
-    options: { log?: (name: string, lines: string) => void; changed?: () => void } = {},
+    options: {
+      log?: (name: string, lines: string) => void;
+      changed?: () => void;
+      logDir?: string;
+      logBytes?: number;
+    } = {},
   ) {
     this.#root = root;
     this.#sink = options.log;
     this.#changed = options.changed;
+    this.#logDir = options.logDir;
+    this.#logBytes = options.logBytes ?? ROTATE_BYTES;
   }
 
   /** Writes `status` and `pid` (empty for null) of an agent. */
@@ -106,12 +118,16 @@ export class Presence {
 
   /**
    * Appends `lines` (already LF-terminated) to `agent/<name>.d/log`, keeping the newest whole
-   * lines within {@link LOG_BYTES}: bounded, rotated by dropping the oldest. The file is a secret
-   * control (0600: what an agent prints may hold anything), replaced atomically.
+   * lines within {@link LOG_BYTES}: a bounded summary (the oldest lines dropped). The file is a
+   * secret control (0600: what an agent prints may hold anything), replaced atomically. With a
+   * `logDir`, the lines are first appended to the whole, rotated log there.
    */
   log(name: string, lines: string): void {
     if (lines === "") return;
     if (this.#sink) return this.#sink(name, lines);
+    if (this.#logDir) {
+      appendRotated(`${this.#logDir}/${name}.log`, lines, { limit: this.#logBytes });
+    }
     const path = `${this.#root}/agent/${name}.d/log`;
     let old = "";
     try {

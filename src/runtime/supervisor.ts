@@ -45,6 +45,11 @@ export interface SupervisorOptions {
   startSeconds?: number;
   /** SIGTERM-to-SIGKILL grace of a stop (ms). */
   graceMs?: number;
+  /**
+   * Rotation limit (bytes) of the host's logs: each agent's `<run>/log/<n>.log` and each
+   * terminal's `<run>/terminal/<a>/<s>.log` (default src/runtime/log.ts `ROTATE_BYTES`).
+   */
+  logBytes?: number;
   /** The environment instances get (plus LISTEN_FDS/LISTEN_PID); default this process's. */
   env?: Record<string, string>;
   /**
@@ -182,11 +187,12 @@ function logPump(presence: Presence, name: string, child: ChildProcess): () => v
  * index, recovery or status work happens here: each instance does its own when it starts.
  */
 export async function startSupervisor(o: SupervisorOptions): Promise<Supervisor> {
-  for (const [d, mode] of [["agent", 0o711], ["instance", 0o700], ["groups", 0o700]] as const) {
+  const dirs = [["agent", 0o711], ["instance", 0o700], ["groups", 0o700], ["log", 0o700]] as const;
+  for (const [d, mode] of dirs) {
     ensureDir(`${o.run}/${d}`, mode);
     Deno.chmodSync(`${o.run}/${d}`, mode);
   }
-  const presence = new Presence(o.root);
+  const presence = new Presence(o.root, { logDir: `${o.run}/log`, logBytes: o.logBytes });
   const grace = o.graceMs ?? STOP_GRACE_MS;
   const startSeconds = o.startSeconds ?? START_SECONDS;
   /** The error frame (and `start`'s error) of an instance that never served. */
@@ -209,6 +215,7 @@ export async function startSupervisor(o: SupervisorOptions): Promise<Supervisor>
     command: o.terminal ?? [],
     graceMs: grace,
     env: o.env,
+    logBytes: o.logBytes,
     log: (agent, line) => presence.log(agent, line),
   });
   const slots = new Map<string, Slot>();
