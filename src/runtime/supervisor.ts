@@ -1,4 +1,4 @@
-/** The built-in supervisor: owns every agent's listening socket, starts one instance per agent on demand, records receipts before releasing it, stops only what a receipt proves. */
+/** The supervisor: owns every agent's listening socket, starts one instance per agent on demand (itself, or as a systemd transient scope where a manager answers), records receipts before releasing it, stops only what a receipt proves. */
 import { type ChildProcess, spawn } from "node:child_process";
 import { CtxError } from "../abi/errno.ts";
 import { encodeFrame, errorOf } from "../abi/frames.ts";
@@ -15,10 +15,11 @@ import {
   reapReceipts,
   receiptOf,
   receiptsDir,
+  scopeUnit,
   type Stopped,
-  stopVerified,
   writeReceipt,
 } from "./receipt.ts";
+import { invocationOf, type Manager, scopeArgv, stopperOf } from "./systemd.ts";
 import { linkAlias } from "./server.ts";
 import { startTerminals, type TerminalInfo, type TerminalRequest } from "./terminals.ts";
 
@@ -50,6 +51,11 @@ export interface SupervisorOptions {
    * terminal's `<run>/terminal/<a>/<s>.log` (default src/runtime/log.ts `ROTATE_BYTES`).
    */
   logBytes?: number;
+  /**
+   * A systemd manager that answered (src/runtime/systemd.ts `detectManager`): instances run as
+   * its transient scopes. Null or absent: the built-in supervisor.
+   */
+  manager?: Manager | null;
   /** The environment instances get (plus LISTEN_FDS/LISTEN_PID); default this process's. */
   env?: Record<string, string>;
   /**
@@ -80,8 +86,15 @@ export interface StoppedTerminal {
 
 interface Live {
   child: ChildProcess;
-  /** Absent only when the process was gone before its receipt could be read. */
+  /**
+   * Absent until it is released, and for good when the process was gone before its receipt
+   * could be made (or the manager named no invocation).
+   */
   receipt?: InstanceReceipt;
+  /** Resolves once it is released or will never be (at once for the built-in supervisor). */
+  released: Promise<void>;
+  /** Why the host did not release it (a failure). */
+  why?: string;
   /** Resolves once the exit is recorded (status, receipt removed, socket armed again). */
   exited: Promise<void>;
   /** True once the instance printed `ready`; false when it ended before. */
@@ -133,18 +146,6 @@ export interface Supervisor {
   readonly reapedTerminals: { stopped: string[]; stale: string[] };
   /** Ends every instance (stdin EOF: live runs interrupted), closes every socket. */
   close(): Promise<void>;
-}
-
-/**
- * True where a systemd manager runs (`/run/systemd/system` exists, as sd_booted() checks). Transient
- * units (`systemd-run`) are not built here (spec/runtime.md): the caller only says so.
- */
-export function systemdBooted(): boolean {
-  try {
-    return Deno.lstatSync("/run/systemd/system").isDirectory;
-  } catch {
-    return false;
-  }
 }
 
 function agentNames(root: string): string[] {
@@ -204,8 +205,11 @@ export async function startSupervisor(o: SupervisorOptions): Promise<Supervisor>
       )
       : errorOf("EIO", `agent ${name}: its instance could not start (see agent/${name}.d/log)`);
   const dir = receiptsDir(o.run);
+  const manager = o.manager ?? null;
+  const stopOf = stopperOf(manager);
   const reaped = await reapReceipts(dir, {
     graceMs: grace,
+    stop: stopOf,
     onReaped: (agent) => presence.set(agent, "idle", null),
   });
   await reapGroups(groupsDir(o.run));
@@ -241,17 +245,28 @@ export async function startSupervisor(o: SupervisorOptions): Promise<Supervisor>
     if (o.mount) args.push("--mount", o.mount);
     args.push("--idle-timeout", String(o.idleSeconds ?? IDLE_SECONDS));
     // sh sets LISTEN_PID to its own pid and execs in place: the instance checks it is its own.
-    const child = spawn("/bin/sh", ["-c", 'export LISTEN_PID=$$; exec "$@"', "sh", ...args], {
+    // Under a manager, systemd-run registers the scope for its own pid and execs sh in place (the
+    // pid, fds and pipes stay): sh's `scope` line says the unit exists, so it can be asked about.
+    const unit = manager ? scopeUnit(`cortexfs-agent-${name}`) : undefined;
+    const [cmd, ...pre] = manager && unit
+      ? [...scopeArgv(manager, unit, { graceMs: grace }), "/bin/sh"]
+      : ["/bin/sh"];
+    const script = manager
+      ? 'export LISTEN_PID=$$; echo scope; exec "$@"'
+      : 'export LISTEN_PID=$$; exec "$@"';
+    const child = spawn(cmd, [...pre, "-c", script, "sh", ...args], {
       stdio: ["pipe", "pipe", "pipe", slot.fd],
       detached: true, // setsid: its own session and group; a signal to it never reaches the host
       env: { ...(o.env ?? Deno.env.toObject()), LISTEN_FDS: "1", LISTEN_FDNAMES: name },
     });
     const flush = logPump(presence, name, child);
     const ready = Promise.withResolvers<boolean>();
+    const scoped = Promise.withResolvers<boolean>();
     let out = "";
     child.stdout?.setEncoding("utf8");
     child.stdout?.on("data", (c: string) => {
       out += c;
+      if (out.includes("scope\n")) scoped.resolve(true);
       if (out.includes("ready\n")) ready.resolve(true);
     });
     child.stdin?.on("error", () => {/* it exited first: the exit event tells */});
@@ -259,24 +274,13 @@ export async function startSupervisor(o: SupervisorOptions): Promise<Supervisor>
     child.on("exit", (code, signal) => exit.resolve({ code, signal }));
     child.on("error", () => exit.resolve({ code: 127, signal: null }));
     const pid = child.pid ?? 0;
-    const receipt = pid > 0 ? receiptOf(name, pid, { uid: Deno.uid() ?? 0 }) : undefined;
     const file = `${dir}/${name}.json`;
-    if (receipt) {
-      // Recorded before the instance is released: a host killed from here on leaves proof.
-      writeReceipt(dir, receipt);
-      meta(name, receipt);
-      presence.set(name, "start", pid);
-      // The correlation facts in the ordinary log (seed: durable agent.start events).
-      presence.log(
-        name,
-        `cortexfsd: agent.start unit=${receipt.unit} invocation=${receipt.invocation} pid=${pid}\n`,
-      );
-      child.stdin?.write("go\n");
-    }
-    // The start timeout: released and not ready in time = hung before it served. Stopped by its
-    // receipt like `stop` (SIGTERM, SIGKILL after the grace); the exit below records the failure.
+    let gone = false;
+    // The start timeout: not ready in time = hung before it served. Stopped by its receipt like
+    // `stop` (SIGTERM or the unit's stop, SIGKILL after the grace), or, never released, let go
+    // (stdin EOF); the exit below records the failure.
     let served = false;
-    const timer = receipt
+    const timer = pid > 0
       ? setTimeout(() => {
         if (served || closing || live.stopping || live.leaving) return;
         live.timedOut = true;
@@ -285,7 +289,8 @@ export async function startSupervisor(o: SupervisorOptions): Promise<Supervisor>
           `cortexfsd: instance ${name} pid ${pid} not ready within ${startSeconds} s (start timeout): stopping it\n`,
         );
         presence.set(name, "stopping", pid);
-        void stopVerified(receipt, { graceMs: grace, exited: live.exited });
+        if (live.receipt) void stopOf(live.receipt, { graceMs: grace, exited: live.exited });
+        else child.stdin?.end();
       }, startSeconds * 1000)
       : undefined;
     void ready.promise.then((ok) => {
@@ -294,18 +299,24 @@ export async function startSupervisor(o: SupervisorOptions): Promise<Supervisor>
     });
     const live: Live = {
       child,
-      receipt,
       ready: ready.promise,
+      released: Promise.resolve(),
       stopping: false,
       leaving: false,
       timedOut: false,
       exited: exit.promise.then(({ code, signal }) => {
+        gone = true;
+        scoped.resolve(false);
         ready.resolve(false);
         clearTimeout(timer);
         flush();
-        const failed = live.timedOut ||
+        const failed = live.timedOut || live.why !== undefined ||
           (!live.stopping && !live.leaving && (code !== 0 || signal !== null));
-        const why = live.timedOut ? `: failed: not ready within ${startSeconds} s` : ": failed";
+        const why = live.timedOut
+          ? `: failed: not ready within ${startSeconds} s`
+          : live.why !== undefined
+          ? `: failed: ${live.why}`
+          : ": failed";
         presence.log(
           name,
           `cortexfsd: instance ${name} pid ${pid} exited (${
@@ -313,6 +324,7 @@ export async function startSupervisor(o: SupervisorOptions): Promise<Supervisor>
           })${failed ? why : ""}\n`,
         );
         presence.set(name, failed ? "dead" : "idle", null);
+        const receipt = live.receipt;
         if (receipt) meta(name, { ...receipt, exit: { code, signal, at: Date.now() / 1000 } });
         // Last: another process that saw the receipt go finds the log line, status and meta.json
         // of this exit already written.
@@ -329,6 +341,41 @@ export async function startSupervisor(o: SupervisorOptions): Promise<Supervisor>
         });
       }),
     };
+    const release = (receipt: InstanceReceipt) => {
+      // Recorded before the instance is released: a host killed from here on leaves proof.
+      writeReceipt(dir, receipt);
+      live.receipt = receipt;
+      meta(name, receipt);
+      presence.set(name, "start", pid);
+      // The correlation facts in the ordinary log (seed: durable agent.start events).
+      presence.log(
+        name,
+        `cortexfsd: agent.start unit=${receipt.unit} invocation=${receipt.invocation} pid=${pid}\n`,
+      );
+      child.stdin?.write("go\n");
+    };
+    const uid = Deno.uid() ?? 0;
+    if (pid > 0 && !(manager && unit)) {
+      // The built-in supervisor: its own unit name and invocation, released at once.
+      const receipt = receiptOf(name, pid, { uid });
+      if (receipt) release(receipt);
+    } else if (pid > 0 && manager && unit) {
+      live.released = (async () => {
+        // The manager's unit and invocation: asked once the scope exists (sh's line).
+        if (!(await scoped.promise)) return; // systemd-run failed: its stderr is in the log
+        const invocation = await invocationOf(manager, unit);
+        if (gone || live.timedOut) return;
+        const receipt = invocation ? receiptOf(name, pid, { uid, invocation, unit }) : undefined;
+        if (!receipt) {
+          live.why = `the manager gave no InvocationID for ${unit}`;
+          presence.log(name, `cortexfsd: instance ${name} pid ${pid}: ${live.why}; not released\n`);
+          child.stdin?.end(); // held: EOF before `go` ends it, nothing served
+          return;
+        }
+        receipt.manager = "systemd";
+        release(receipt);
+      })();
+    }
     return live;
   };
 
@@ -368,10 +415,11 @@ export async function startSupervisor(o: SupervisorOptions): Promise<Supervisor>
   };
 
   const stopLive = async (live: Live): Promise<Stopped> => {
+    await live.released;
     if (!live.receipt) return "stale"; // nothing proven, nothing signalled
     live.stopping = true;
     presence.set(live.receipt.agent, "stopping", live.receipt.pid);
-    const result = await stopVerified(live.receipt, { graceMs: grace, exited: live.exited });
+    const result = await stopOf(live.receipt, { graceMs: grace, exited: live.exited });
     await live.exited;
     return result;
   };
@@ -476,7 +524,7 @@ export async function startSupervisor(o: SupervisorOptions): Promise<Supervisor>
         const why = await Promise.race([live.exited.then(() => "gone" as const), late]);
         clearTimeout(timer);
         if (why === "late" && live.receipt) {
-          await stopVerified(live.receipt, { graceMs: grace, exited: live.exited });
+          await stopOf(live.receipt, { graceMs: grace, exited: live.exited });
         }
         await live.exited;
       }));
