@@ -247,10 +247,12 @@ export async function reapReceipts(
       continue;
     }
     jobs.push((async () => {
-      await (options.stop ?? stopVerified)(r, { graceMs: options.graceMs });
-      out.stopped.push(r.agent);
+      const how = await (options.stop ?? stopVerified)(r, { graceMs: options.graceMs });
+      // `stale` here: the stop found it is not ours after all (a unit with another invocation).
+      if (how === "stale") out.stale.push(e.name);
+      else out.stopped.push(r.agent);
       dropReceipt(path);
-      options.onReaped?.(r.agent, true, r);
+      options.onReaped?.(r.agent, how !== "stale", r);
     })());
   }
   await Promise.all(jobs);

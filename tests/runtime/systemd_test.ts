@@ -7,13 +7,22 @@
  * No real systemd tool is ever run here.
  */
 import { assert, assertEquals, assertRejects } from "../assert.ts";
-import { cleanup, type Daemon, makeTree, startDaemon } from "../fuse/fixture.ts";
+import { cleanup, type Daemon, makeTree, startDaemon, until } from "../fuse/fixture.ts";
 import { ctx as ctxRun } from "../ctx/run.ts";
 import { detectManager, systemdBooted } from "../../src/runtime/systemd.ts";
 import { parseReceipt, scopeUnit } from "../../src/runtime/receipt.ts";
+import { startTime } from "../../src/sandbox/receipt.ts";
 
 const root = Deno.uid() === 0;
 const read = (p: string) => Deno.readTextFileSync(p);
+
+function alive(pid: number): boolean {
+  try {
+    return read(`/proc/${pid}/stat`).split(") ")[1][0] !== "Z";
+  } catch {
+    return false;
+  }
+}
 
 /** Writes the fake `systemd-run` and `systemctl` into `dir` (0700, the test's own). */
 function fakeManager(dir: string): string {
@@ -220,4 +229,72 @@ Deno.test("a systemd receipt names its agent's scope (escaped); a built-in recei
       { ...base, manager: "other", unit: "cortexfs-agent-a+b" },
     ]
   ) assertEquals(parseReceipt(JSON.stringify(bad)), undefined);
+});
+
+Deno.test({
+  name:
+    "host start after kill -9 of a host with a manager: a unit it left that still has the receipt's InvocationID is stopped through systemctl stop; one whose unit has another InvocationID is cleared and nothing is asked to stop",
+  ignore: !root,
+  async fn() {
+    const tree = await makeTree();
+    const fake = fakeManager(tree.dir);
+    const flag = `${tree.dir}/hang-once`;
+    Deno.writeTextFileSync(flag, "");
+    const ctx = (args: string[]) => ctxRun(args, { env: { CTX_ROOT: tree.mount } });
+    // A live process a forged receipt names with its true start time: only the unit's
+    // InvocationID tells it is not ours.
+    const victim = new Deno.Command("sleep", { args: ["600"], stdout: "null", stderr: "null" })
+      .spawn();
+    let d: Daemon | null = null;
+    let left = 0;
+    try {
+      // An instance that hangs before ready outlives its killed host (it never reads stdin).
+      d = await startDaemon(tree, {
+        args: ["--systemd-tools", fake, "--start-timeout", "600"],
+        wrap: ["env", `CORTEXFS_TEST_HANG_BEFORE_READY=${flag}`],
+      });
+      const started = ctx(["agent", "start", "coder"]);
+      await until(
+        () => read(`${tree.root}/agent/coder.d/log`).includes("hanging before ready"),
+        "the instance to hang",
+      );
+      const r = JSON.parse(read(`${tree.run}/instance/coder.json`));
+      left = r.pid;
+      assertEquals(r.manager, "systemd");
+      d.child.kill("SIGKILL");
+      await d.stop();
+      d = null;
+      assert((await started).code !== 0); // its host went away
+      assert(alive(left), "the instance lives on");
+      const forged = {
+        ...r,
+        agent: "other",
+        unit: "cortexfs-agent-other.scope",
+        invocation: "0".repeat(32),
+        pid: victim.pid,
+        pgid: victim.pid,
+        start_time: startTime(victim.pid),
+      };
+      Deno.writeTextFileSync(`${tree.run}/instance/other.json`, JSON.stringify(forged) + "\n");
+      Deno.writeTextFileSync(`${fake}/cortexfs-agent-other.scope.inv`, "1".repeat(32));
+      const before = calls(fake).length;
+      d = await startDaemon(tree, { args: ["--systemd-tools", fake] });
+      assert(d.log().includes("stopped instances a killed host left: coder\n"), d.log());
+      assert(!alive(left), "the unit it left was stopped");
+      assert(alive(victim.pid), "the forged receipt's pid was never signalled");
+      const asked = calls(fake).slice(before).filter((c) => c[0] !== "show" || c[2] !== "Version")
+        .sort();
+      assertEquals(asked, [
+        ["show", "-p", "InvocationID", "--value", "cortexfs-agent-coder.scope"],
+        ["show", "-p", "InvocationID", "--value", "cortexfs-agent-other.scope"],
+        ["stop", "cortexfs-agent-coder.scope"],
+      ]);
+      assertEquals([...Deno.readDirSync(`${tree.run}/instance`)].map((e) => e.name), []);
+    } finally {
+      await cleanup(d, tree);
+      if (left && alive(left)) Deno.kill(left, "SIGKILL");
+      victim.kill("SIGKILL");
+      await victim.status;
+    }
+  },
 });

@@ -22,7 +22,7 @@ Deno.test({
     try {
       // Short, but longer than a normal instance start under load (the last send needs one).
       d = await startDaemon(tree, {
-        args: ["--start-timeout", "5"],
+        args: ["--start-timeout", "8"],
         wrap: ["env", `CORTEXFS_TEST_HANG_BEFORE_READY=${flag}`],
       });
       // The client's connection starts the instance, which hangs; the client waits in the backlog.
