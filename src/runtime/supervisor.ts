@@ -262,13 +262,33 @@ export async function startSupervisor(o: SupervisorOptions): Promise<Supervisor>
     const flush = logPump(presence, name, child);
     const ready = Promise.withResolvers<boolean>();
     const scoped = Promise.withResolvers<boolean>();
+    // Its stdout, line by line: `scope` (sh, under a manager), `status <word>` (the instance's
+    // report: the host writes `status` and `pid`, then acknowledges with `ok`), `ready`.
     let out = "";
     child.stdout?.setEncoding("utf8");
     child.stdout?.on("data", (c: string) => {
       out += c;
-      if (out.includes("scope\n")) scoped.resolve(true);
-      if (out.includes("ready\n")) ready.resolve(true);
+      let nl: number;
+      while ((nl = out.indexOf("\n")) >= 0) {
+        const line = out.slice(0, nl);
+        out = out.slice(nl + 1);
+        if (line === "scope") scoped.resolve(true);
+        else if (line === "ready") ready.resolve(true);
+        else if (line.startsWith("status ")) reported(line.slice(7));
+      }
+      if (out.length > 4096) out = ""; // no line of ours is that long
     });
+    /**
+     * An instance may only say it serves (`ready`, `busy`); the host says everything else, and a
+     * host that is stopping it keeps saying `stopping`. The pid is the receipt's, not a claim.
+     */
+    const reported = (word: string) => {
+      const st = live.receipt;
+      if (st && (word === "ready" || word === "busy") && !live.stopping && !live.timedOut) {
+        presence.set(name, word, st.pid);
+      }
+      if (child.stdin?.writable) child.stdin.write("ok\n");
+    };
     child.stdin?.on("error", () => {/* it exited first: the exit event tells */});
     const exit = Promise.withResolvers<{ code: number | null; signal: string | null }>();
     child.on("exit", (code, signal) => exit.resolve({ code, signal }));
