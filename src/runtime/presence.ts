@@ -1,4 +1,5 @@
 /** The agent summary projections `agent/<n>.d/status`, `pid` and `log`: ready/busy while served, idle or dead after; the agent's stderr, bounded (the whole log rotated under the run dir). */
+import type { ChildProcess } from "node:child_process";
 import { controlMode } from "../abi/controls.ts";
 import { replaceFile } from "../store/atomic.ts";
 import { appendRotated, ROTATE_BYTES } from "./log.ts";
@@ -151,4 +152,21 @@ export class Presence {
     }
     project(path, text);
   }
+}
+
+/** Line-buffers an instance's stderr into the agent's log (whole lines only; the rest at exit). */
+export function logPump(presence: Presence, name: string, child: ChildProcess): () => void {
+  let part = "";
+  child.stderr?.setEncoding("utf8");
+  child.stderr?.on("data", (chunk: string) => {
+    part += chunk;
+    const cut = part.lastIndexOf("\n");
+    if (cut < 0) return;
+    presence.log(name, part.slice(0, cut + 1));
+    part = part.slice(cut + 1);
+  });
+  return () => {
+    if (part !== "") presence.log(name, part + "\n");
+    part = "";
+  };
 }

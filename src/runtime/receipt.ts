@@ -1,7 +1,7 @@
 /** Instance receipts under `<run>/instance/`: what the host proves about an agent instance before releasing it, and the stop that trusts only them. */
 import { toCtxError } from "../abi/errno.ts";
 import { bootId, procState, startTime } from "../sandbox/receipt.ts";
-import { ensureDir, tempPath } from "../store/atomic.ts";
+import { ensureDir, replaceFile, tempPath } from "../store/atomic.ts";
 import { readRegularText } from "../store/regular.ts";
 
 /** Schema tag of an instance receipt. */
@@ -120,6 +120,22 @@ export function writeReceipt(dir: string, r: InstanceReceipt, file = r.agent): s
     throw toCtxError(e, path);
   }
   return path;
+}
+
+/**
+ * Projects a receipt into `meta.json` at `path` under the key `receipt` (the other keys, the
+ * definition's descriptive JSON, are kept): a summary like status/pid, atomic, not fsynced; owner
+ * and mode stay the file's. Never fails (the agent may be gone).
+ */
+export function projectReceipt(path: string, receipt: InstanceReceipt & { exit?: unknown }): void {
+  let cur: Record<string, unknown> = {};
+  try {
+    const v = JSON.parse(readRegularText(path) ?? "{}");
+    if (v && typeof v === "object" && !Array.isArray(v)) cur = v;
+  } catch { /* unreadable: the receipt alone */ }
+  try {
+    replaceFile(path, JSON.stringify({ ...cur, receipt }, null, 2) + "\n", { sync: false });
+  } catch { /* the agent may be gone */ }
 }
 
 /** Removes a receipt file (missing is fine). */

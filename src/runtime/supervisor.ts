@@ -2,15 +2,16 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { CtxError } from "../abi/errno.ts";
 import { encodeFrame, errorOf } from "../abi/frames.ts";
-import { ensureDir, replaceFile } from "../store/atomic.ts";
+import { ensureDir } from "../store/atomic.ts";
 import { readRegularText } from "../store/regular.ts";
 import { closeFd, listenUnix, refuseWaiting } from "../sys/listen.ts";
 import { Activator } from "./activator.ts";
 import { groupsDir, reapGroups } from "./groups.ts";
-import { Presence } from "./presence.ts";
+import { logPump, Presence } from "./presence.ts";
 import {
   dropReceipt,
   type InstanceReceipt,
+  projectReceipt,
   type ReapedInstances,
   reapReceipts,
   receiptOf,
@@ -165,23 +166,6 @@ function readTrim(path: string): string {
   }
 }
 
-/** Line-buffers an instance's stderr into the agent's log (whole lines only; the rest at exit). */
-function logPump(presence: Presence, name: string, child: ChildProcess): () => void {
-  let part = "";
-  child.stderr?.setEncoding("utf8");
-  child.stderr?.on("data", (chunk: string) => {
-    part += chunk;
-    const cut = part.lastIndexOf("\n");
-    if (cut < 0) return;
-    presence.log(name, part.slice(0, cut + 1));
-    part = part.slice(cut + 1);
-  });
-  return () => {
-    if (part !== "") presence.log(name, part + "\n");
-    part = "";
-  };
-}
-
 /**
  * Starts the supervisor: reaps the receipts a killed host left (and their step groups), then
  * creates one listening socket per agent and waits on all of them with one poll. No per-agent
@@ -225,18 +209,8 @@ export async function startSupervisor(o: SupervisorOptions): Promise<Supervisor>
   const slots = new Map<string, Slot>();
   let closing = false;
 
-  const meta = (name: string, receipt: InstanceReceipt & { exit?: unknown }) => {
-    const path = `${o.root}/agent/${name}.d/meta.json`;
-    let cur: Record<string, unknown> = {};
-    try {
-      const v = JSON.parse(readRegularText(path) ?? "{}");
-      if (v && typeof v === "object" && !Array.isArray(v)) cur = v;
-    } catch { /* unreadable: the receipt alone */ }
-    try {
-      // A summary like status/pid: atomic, not fsynced; owner and mode stay the file's.
-      replaceFile(path, JSON.stringify({ ...cur, receipt }, null, 2) + "\n", { sync: false });
-    } catch { /* the agent may be gone */ }
-  };
+  const meta = (name: string, receipt: InstanceReceipt & { exit?: unknown }) =>
+    projectReceipt(`${o.root}/agent/${name}.d/meta.json`, receipt);
 
   const spawnInstance = (slot: Slot): Live => {
     const { name } = slot;
