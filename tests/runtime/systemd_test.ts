@@ -24,8 +24,11 @@ function alive(pid: number): boolean {
   }
 }
 
-/** Writes the fake `systemd-run` and `systemctl` into `dir` (0700, the test's own). */
-function fakeManager(dir: string): string {
+/**
+ * Writes the fake `systemd-run` and `systemctl` into `dir` (0700, the test's own);
+ * `noInvocation`: its systemctl names no InvocationID for any unit.
+ */
+function fakeManager(dir: string, options: { noInvocation?: boolean } = {}): string {
   const fake = `${dir}/fake-systemd`;
   Deno.mkdirSync(fake, { mode: 0o700 });
   // FAKE systemd-run: records its argv (NUL-separated), registers the "scope" (its pid and a
@@ -58,7 +61,9 @@ D='${fake}'
 { printf '%s\\0' "$@"; printf '\\n'; } >> "$D/systemctl.calls"
 case "$1 $2 $3 $4" in
   "show -p Version --value") echo "0-fake"; exit 0 ;;
-  "show -p InvocationID --value") cat "$D/$5.inv" 2>/dev/null; echo; exit 0 ;;
+  "show -p InvocationID --value") ${
+      options.noInvocation ? "" : `cat "$D/$5.inv" 2>/dev/null; `
+    }echo; exit 0 ;;
 esac
 if [ "$1" = stop ]; then kill -TERM -"$(cat "$D/$2.pid")"; exit 0; fi
 exit 1
@@ -295,6 +300,45 @@ Deno.test({
       if (left && alive(left)) Deno.kill(left, "SIGKILL");
       victim.kill("SIGKILL");
       await victim.status;
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "a manager that names no InvocationID for the scope: the instance is never released, the host records it failed, the waiting client gets EIO",
+  ignore: !root,
+  async fn() {
+    const tree = await makeTree();
+    const fake = fakeManager(tree.dir, { noInvocation: true });
+    const d_ = `${tree.root}/agent/coder.d`;
+    let d: Daemon | null = null;
+    try {
+      d = await startDaemon(tree, { args: ["--systemd-tools", fake] });
+      const sent = await ctxRun(["agent", "send", "coder", "one"], {
+        env: { CTX_ROOT: tree.mount },
+      });
+      assertEquals(sent.code !== 0, true, sent.stdout);
+      assert(sent.stderr.includes("EIO") && sent.stderr.includes("could not start"), sent.stderr);
+      const pid = Number(read(`${fake}/cortexfs-agent-coder.scope.pid`));
+      const log = read(`${d_}/log`);
+      assert(
+        log.includes(
+          `instance coder pid ${pid}: the manager gave no InvocationID for cortexfs-agent-coder.scope; not released\n`,
+        ),
+        log,
+      );
+      assert(
+        log.includes(
+          `instance coder pid ${pid} exited (code 0): failed: the manager gave no InvocationID`,
+        ),
+        log,
+      );
+      assert(!log.includes("agent.start"), log); // never released: no receipt, no start line
+      assertEquals([...Deno.readDirSync(`${tree.run}/instance`)].map((e) => e.name), []);
+      assertEquals([read(`${d_}/status`), read(`${d_}/pid`)], ["dead\n", ""]);
+    } finally {
+      await cleanup(d, tree);
     }
   },
 });
