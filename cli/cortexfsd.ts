@@ -25,16 +25,24 @@ interface Flags {
   ttl?: string;
   loopWait?: string;
   idleTimeout?: string;
+  startTimeout?: string;
+  supervisor?: string;
+  systemdTools?: string;
+}
+
+/** Seconds from `--<flag>` (or its env var); `def` when neither is given. */
+function seconds(v: string | undefined, flag: string, def: number): number {
+  if (v === undefined) return def;
+  const n = Number(v);
+  if (v.trim() === "" || !Number.isFinite(n) || n <= 0) {
+    throw new CtxError("EINVAL", `--${flag} must be a positive number of seconds, not "${v}"`);
+  }
+  return n;
 }
 
 /** Seconds from `--idle-timeout` (or CTX_IDLE_TIMEOUT); default 300. */
 function idleSeconds(v: string | undefined): number {
-  if (v === undefined) return 300;
-  const n = Number(v);
-  if (v.trim() === "" || !Number.isFinite(n) || n <= 0) {
-    throw new CtxError("EINVAL", `--idle-timeout must be a positive number of seconds, not "${v}"`);
-  }
-  return n;
+  return seconds(v, "idle-timeout", 300);
 }
 
 /**
@@ -80,6 +88,11 @@ async function main(flags: Flags): Promise<number> {
   const run = flags.run ?? paths.run;
   const ttl = flags.ttl === undefined ? 1 : Number(flags.ttl);
   const idle = idleSeconds(flags.idleTimeout ?? Deno.env.get("CTX_IDLE_TIMEOUT"));
+  const startIn = seconds(
+    flags.startTimeout ?? Deno.env.get("CTX_START_TIMEOUT"),
+    "start-timeout",
+    30,
+  );
   // Refused here, before anything serves: every instance would refuse it at its own start.
   const { toolCache } = await import("../src/tool/config.ts");
   toolCache(Deno.env.get("CTX_TOOL_CACHE"));
@@ -175,12 +188,18 @@ async function main(flags: Flags): Promise<number> {
   // recovery happens here: each instance does its own agent's when it starts.
   let control: { close(): Promise<void> } | undefined;
   try {
-    const { startSupervisor, systemdBooted } = await import("../src/runtime/supervisor.ts");
-    if (systemdBooted()) {
-      console.error(
-        "cortexfsd: a systemd manager runs here; transient units are not built: the built-in supervisor starts the agent instances",
-      );
+    const { startSupervisor } = await import("../src/runtime/supervisor.ts");
+    const { detectManager } = await import("../src/runtime/systemd.ts");
+    const mode = flags.supervisor ?? "auto";
+    if (mode !== "auto" && mode !== "builtin" && mode !== "systemd") {
+      throw new CtxError("EINVAL", `--supervisor must be auto, builtin or systemd, not "${mode}"`);
     }
+    const manager = await detectManager({ mode, tools: flags.systemdTools });
+    console.error(
+      manager
+        ? `cortexfsd: systemd ${manager.version} answers (${manager.ctl}): agent instances run as transient scopes (systemd-run --scope)`
+        : "cortexfsd: no systemd manager answers: the built-in supervisor starts the agent instances",
+    );
     const { serveControl } = await import("../src/runtime/control.ts");
     const held: { sup?: Awaited<ReturnType<typeof startSupervisor>> } = {};
     // First: its listener must be close-on-exec before any instance is spawned.
@@ -191,6 +210,8 @@ async function main(flags: Flags): Promise<number> {
       mount,
       command: instanceCommand(),
       idleSeconds: idle,
+      startSeconds: startIn,
+      manager,
       // `ctx agent start` also starts the session's terminal: this install's own ctxterm.
       terminal: (await import("../src/term/launch.ts")).ctxtermCommand(Deno.env.toObject()),
     });
@@ -281,6 +302,18 @@ if (import.meta.main) {
     .option(
       "--idle-timeout <seconds>",
       "an agent instance with no connection and no run exits after this long (default 300; env CTX_IDLE_TIMEOUT)",
+    )
+    .option(
+      "--start-timeout <seconds>",
+      "an agent instance not ready this long after its start is stopped and recorded failed (default 30; env CTX_START_TIMEOUT)",
+    )
+    .option(
+      "--supervisor <mode>",
+      "auto (default): agent instances as systemd transient scopes where a manager answers, else the built-in supervisor; builtin; systemd (fail without a manager)",
+    )
+    .option(
+      "--systemd-tools <dir>",
+      "use <dir>/systemd-run and <dir>/systemctl as the manager's tools (an explicit override, for tests with fakes; never found by detection)",
     )
     .exitOverride((e) => Deno.exit(e.exitCode === 0 ? 0 : EXIT.usage))
     .action(async (flags: Flags) => {

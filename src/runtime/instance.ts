@@ -1,7 +1,7 @@
 /** One agent's runtime instance: takes the listening socket its host hands over (fd 3), waits to be released, serves that agent alone, exits when idle or told to. */
 import { CtxError } from "../abi/errno.ts";
 import { startRuntime } from "./mod.ts";
-import { Presence } from "./presence.ts";
+import { type AgentStatus, Presence } from "./presence.ts";
 
 /** The handed-over listening socket (systemd's SD_LISTEN_FDS_START). */
 export const LISTEN_FD = 3;
@@ -34,16 +34,93 @@ export function checkHandover(env: Record<string, string | undefined>, pid: numb
   }
 }
 
-/** Reads stdin up to the first newline; resolves to that line (null at EOF before one). */
-async function firstLine(reader: ReadableStreamDefaultReader<Uint8Array>): Promise<string | null> {
-  const dec = new TextDecoder();
+/** The test hook that makes an instance hang before `ready` (spec/runtime.md "Start timeout"). */
+export const HANG_HOOK = "CORTEXFS_TEST_HANG_BEFORE_READY";
+
+/**
+ * Test hook: when the process environment names a file in {@link HANG_HOOK} and this instance
+ * removes it (one instance per file), it parks its thread for good before it serves, as a hung
+ * start would. Only the environment cortexfsd was started with sets it (instances inherit the
+ * host's; no frame, control or session file reaches it; sandboxes start from an empty one).
+ */
+function hangIfAsked(agent: string, env: Record<string, string | undefined>): void {
+  const flag = env[HANG_HOOK];
+  if (!flag) return;
+  try {
+    Deno.removeSync(flag);
+  } catch {
+    return; // consumed by an earlier instance, or never made: start as usual
+  }
+  console.error(`instance ${agent}: test hook ${HANG_HOOK}: hanging before ready`);
+  // No signal listener yet: SIGTERM ends it with the default action, as a hung start would.
+  const cell = new Int32Array(new SharedArrayBuffer(4));
+  for (;;) Atomics.wait(cell, 0, 0);
+}
+
+/** Reads stdin up to the first newline: that line (null at EOF before one) and what followed. */
+async function firstLine(
+  reader: ReadableStreamDefaultReader<Uint8Array>,
+  dec: TextDecoder,
+): Promise<{ line: string | null; rest: string }> {
   let text = "";
   while (!text.includes("\n")) {
     const { value, done } = await reader.read();
-    if (done) return null;
+    if (done) return { line: null, rest: "" };
     text += dec.decode(value, { stream: true });
   }
-  return text.slice(0, text.indexOf("\n"));
+  const nl = text.indexOf("\n");
+  return { line: text.slice(0, nl), rest: text.slice(nl + 1) };
+}
+
+/**
+ * The instance's side of its host's pipes once released: lines on stdout (`status <word>`, then
+ * `ready`), and on stdin one `ok` per status line, sent once the host has written `status` and
+ * `pid`. EOF on stdin: the host is gone (every report then resolves at once).
+ */
+class HostLink {
+  readonly #pending: (() => void)[] = [];
+  #gone = false;
+  #out: Promise<void> = Promise.resolve();
+  /** Resolves at stdin EOF. */
+  readonly closed: Promise<void>;
+
+  constructor(reader: ReadableStreamDefaultReader<Uint8Array>, dec: TextDecoder, rest: string) {
+    this.closed = this.#read(reader, dec, rest);
+  }
+
+  /** Writes one line to the host (in order; a host gone is not an error). */
+  say(line: string): Promise<void> {
+    const bytes = new TextEncoder().encode(`${line}\n`);
+    this.#out = this.#out.then(async () => {
+      for (let off = 0; off < bytes.length;) off += await Deno.stdout.write(bytes.subarray(off));
+    }).catch(() => {});
+    return this.#out;
+  }
+
+  /** Reports a status; resolves once the host has written it (or is gone). */
+  report(status: AgentStatus): Promise<void> {
+    if (this.#gone) return Promise.resolve();
+    const acked = new Promise<void>((resolve) => this.#pending.push(resolve));
+    void this.say(`status ${status}`);
+    return acked;
+  }
+
+  async #read(reader: ReadableStreamDefaultReader<Uint8Array>, dec: TextDecoder, text: string) {
+    try {
+      for (;;) {
+        let nl: number;
+        while ((nl = text.indexOf("\n")) >= 0) {
+          if (text.slice(0, nl) === "ok") this.#pending.shift()?.();
+          text = text.slice(nl + 1);
+        }
+        const { value, done } = await reader.read();
+        if (done) break;
+        text += dec.decode(value, { stream: true });
+      }
+    } catch { /* closed */ }
+    this.#gone = true;
+    for (const resolve of this.#pending.splice(0)) resolve();
+  }
 }
 
 /**
@@ -57,8 +134,12 @@ export async function runInstance(o: InstanceOptions): Promise<number> {
   // The hand-over names this process only: nothing it spawns may read it as its own.
   for (const k of ["LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES"]) Deno.env.delete(k);
   const stdin = Deno.stdin.readable.getReader();
-  const go = await firstLine(stdin);
-  if (go !== "go") return 0; // the host let go of it before releasing it: nothing was served
+  const dec = new TextDecoder();
+  const go = await firstLine(stdin, dec);
+  if (go.line !== "go") return 0; // the host let go of it before releasing it: nothing was served
+  hangIfAsked(o.agent, o.env);
+  // The host keeps stdin open for the instance's whole life: EOF means the host is gone.
+  const host = new HostLink(stdin, dec, go.rest);
   let idle: ReturnType<typeof setTimeout> | undefined;
   let ending: Promise<number> | undefined;
   const held: { rt?: Awaited<ReturnType<typeof startRuntime>> } = {};
@@ -82,20 +163,14 @@ export async function runInstance(o: InstanceOptions): Promise<number> {
     run: o.run,
     mount: o.mount,
     toolCache: o.toolCache,
-    instance: { agent: o.agent, fd: LISTEN_FD },
+    instance: { agent: o.agent, fd: LISTEN_FD, report: (st) => host.report(st) },
     changed: watch,
   });
   for (const r of rt.recovered) console.error(`instance ${o.agent}: closed interrupted run ${r}`);
   Deno.addSignalListener("SIGTERM", () => void end("stop"));
   Deno.addSignalListener("SIGINT", () => void end("stop"));
-  // The host keeps stdin open for the instance's whole life: EOF means the host is gone.
-  void (async () => {
-    try {
-      while (!(await stdin.read()).done) { /* the host sends nothing more */ }
-    } catch { /* closed */ }
-    void end("host");
-  })();
-  await Deno.stdout.write(new TextEncoder().encode("ready\n"));
+  void host.closed.then(() => end("host"));
+  await host.say("ready");
   watch();
   return await ended.promise;
 }

@@ -15,7 +15,7 @@ import {
 import type { OpContext } from "./ops.ts";
 import type { Run } from "./recorder.ts";
 import { groupsDir, type Reaped, reapGroups } from "./groups.ts";
-import { Presence } from "./presence.ts";
+import { type AgentStatus, Presence } from "./presence.ts";
 import { listen, type Listener, listenFd, unlisten } from "./server.ts";
 import { TOOL_HOST, type ToolHost } from "./tools.ts";
 import { toolCache } from "../tool/config.ts";
@@ -47,7 +47,15 @@ export interface RuntimeOptions {
    * Instance mode: serve this one agent only (its sessions, its step groups, its own index,
    * default `<run>/index/<agent>.sqlite`) on the listening socket `fd` handed over by the host.
    */
-  instance?: { agent: string; fd: number };
+  instance?: {
+    agent: string;
+    fd: number;
+    /**
+     * Where its status goes: the host writes `status`/`pid` from these reports (the instance
+     * writes no projection); resolves once the host has. Absent: written here.
+     */
+    report?: (status: AgentStatus) => Promise<void>;
+  };
   /** Hears every connection open/close and run start/end (an instance's idle clock). */
   changed?: () => void;
 }
@@ -204,6 +212,7 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
   const presence = new Presence(options.root, {
     changed: options.changed,
     log: one ? (_name, lines) => toStderr(lines) : undefined,
+    report: one?.report,
   });
   const ctx: OpContext = {
     root: options.root,
@@ -226,7 +235,7 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
     if (have) return have.path;
     const l = one ? await listenFd(ctx, name, one.fd) : await listen(ctx, name);
     listeners.set(name, l);
-    presence.serve(name);
+    await presence.serve(name);
     return l.path;
   };
   // One agent that cannot be served (a bad name, a planted temp) must not keep the rest down.
@@ -256,7 +265,7 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
       const l = listeners.get(name);
       listeners.delete(name);
       if (l) await unlisten(l);
-      presence.unserve(name);
+      await presence.unserve(name);
       // The definition is gone: so is its alias (a daemon that merely stops leaves it dangling,
       // which clients read as "declared but down").
       try {
@@ -272,7 +281,7 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
       for (const r of [...ctx.active.values()]) await r.interrupt(); // EINTR, not a cancel
       for (const l of listeners.values()) {
         await unlisten(l);
-        presence.unserve(l.name, one ? "idle" : "dead");
+        await presence.unserve(l.name, one ? "idle" : "dead");
       }
       listeners.clear();
       index.close();

@@ -184,13 +184,15 @@ async function begin(
     const end = () => {
       if (!live) return;
       live = false;
-      ctx.presence.end(o.agent.name);
+      return ctx.presence.end(o.agent.name);
     };
     const run = new Run({ id: newRunId(), ref, index: ctx.index, origin: conn, onEnd: end });
     const ts = Date.now() / 1000;
     ctx.active.set(run.id, run);
-    ctx.presence.begin(o.agent.name);
+    // `busy` is written (by the host, for an instance) before `start` goes out.
+    const busy = ctx.presence.begin(o.agent.name);
     try {
+      await busy;
       // start first: it carries the digest the index is rebuilt from.
       await run.emit({
         type: "start",
@@ -214,7 +216,7 @@ async function begin(
       await run.finish("error"); // no-op when the body already recorded the outcome
     } finally {
       ctx.active.delete(run.id);
-      end();
+      await end();
       ctx.changed?.(); // the run is gone from `active` only now: the idle clock may start
     }
   });

@@ -1,7 +1,7 @@
 /** Instance receipts under `<run>/instance/`: what the host proves about an agent instance before releasing it, and the stop that trusts only them. */
 import { toCtxError } from "../abi/errno.ts";
 import { bootId, procState, startTime } from "../sandbox/receipt.ts";
-import { ensureDir, tempPath } from "../store/atomic.ts";
+import { ensureDir, replaceFile, tempPath } from "../store/atomic.ts";
 import { readRegularText } from "../store/regular.ts";
 
 /** Schema tag of an instance receipt. */
@@ -29,6 +29,12 @@ export interface InstanceReceipt {
   uid: number;
   /** When the host released it (unix seconds). */
   started_at: number;
+  /**
+   * `systemd`: the instance runs in a transient scope unit of a systemd manager (`unit` is that
+   * scope, {@link scopeUnit}; `invocation` the manager's InvocationID). Absent: the built-in
+   * supervisor's own unit name and invocation.
+   */
+  manager?: "systemd";
   /** A terminal unit: its session, terminal id, and the uid that may attach (the requester). */
   session?: string;
   terminal?: string;
@@ -38,6 +44,18 @@ export interface InstanceReceipt {
 /** The unit name of an agent session's supervised terminal. */
 export function terminalUnit(agent: string, session: string): string {
   return `cortexfs-term-${agent}-${session}`;
+}
+
+/**
+ * The transient scope a systemd manager runs an instance in: `<unit>.scope`, every character a
+ * unit name may not hold (agent names may hold `+`) escaped as systemd-escape does (`\x2b`).
+ */
+export function scopeUnit(unit: string): string {
+  const esc = unit.replace(
+    /[^A-Za-z0-9:_.-]/g,
+    (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, "0")}`,
+  );
+  return `${esc}.scope`;
 }
 
 /** The receipts directory: `<run>/instance` (root's alone). */
@@ -104,6 +122,22 @@ export function writeReceipt(dir: string, r: InstanceReceipt, file = r.agent): s
   return path;
 }
 
+/**
+ * Projects a receipt into `meta.json` at `path` under the key `receipt` (the other keys, the
+ * definition's descriptive JSON, are kept): a summary like status/pid, atomic, not fsynced; owner
+ * and mode stay the file's. Never fails (the agent may be gone).
+ */
+export function projectReceipt(path: string, receipt: InstanceReceipt & { exit?: unknown }): void {
+  let cur: Record<string, unknown> = {};
+  try {
+    const v = JSON.parse(readRegularText(path) ?? "{}");
+    if (v && typeof v === "object" && !Array.isArray(v)) cur = v;
+  } catch { /* unreadable: the receipt alone */ }
+  try {
+    replaceFile(path, JSON.stringify({ ...cur, receipt }, null, 2) + "\n", { sync: false });
+  } catch { /* the agent may be gone */ }
+}
+
 /** Removes a receipt file (missing is fine). */
 export function dropReceipt(path: string): void {
   try {
@@ -120,8 +154,10 @@ export function parseReceipt(text: string): InstanceReceipt | undefined {
       typeof r.start_time === "string" && /^\d+$/.test(r.start_time) &&
       typeof r.boot_id === "string" && typeof r.invocation === "string" &&
       /^[0-9a-f]{32}$/.test(r.invocation) && (r.session === undefined
-        ? r.unit === `cortexfs-agent-${r.agent}`
-        : typeof r.session === "string" && r.unit === terminalUnit(r.agent, r.session));
+        ? (r.manager === undefined && r.unit === `cortexfs-agent-${r.agent}`) ||
+          (r.manager === "systemd" && r.unit === scopeUnit(`cortexfs-agent-${r.agent}`))
+        : r.manager === undefined && typeof r.session === "string" &&
+          r.unit === terminalUnit(r.agent, r.session));
     return ok ? r : undefined;
   } catch {
     return undefined;
@@ -156,17 +192,27 @@ function signal(pgid: number, sig: Deno.Signal): void {
 /** How {@link stopVerified} ended. */
 export type Stopped = "exited" | "killed" | "stale";
 
+/** Options of {@link stopVerified}. */
+export interface StopOptions {
+  graceMs: number;
+  /** The caller's exit event; without one the receipt is re-checked on each tick. */
+  exited?: Promise<unknown>;
+  /**
+   * Asks it to end instead of SIGTERM to its group (a systemd unit: `systemctl stop`); the
+   * SIGKILL after the grace stays the receipt's.
+   */
+  terminate?: () => void;
+}
+
 /**
  * Stops what the receipt proves: nothing when the pid is gone or now names another process
- * (`stale`); else SIGTERM to the instance's group, then SIGKILL after `graceMs` unless `exited`
- * resolves first (the caller's exit event; without one the receipt is re-checked on each tick).
+ * (`stale`); else SIGTERM to the instance's group (or `terminate`), then SIGKILL after `graceMs`
+ * unless `exited` resolves first.
  */
-export async function stopVerified(
-  r: InstanceReceipt,
-  options: { graceMs: number; exited?: Promise<unknown> },
-): Promise<Stopped> {
+export async function stopVerified(r: InstanceReceipt, options: StopOptions): Promise<Stopped> {
   if (!receiptMatches(r)) return "stale";
-  signal(r.pgid, "SIGTERM");
+  if (options.terminate) options.terminate();
+  else signal(r.pgid, "SIGTERM");
   let timer: ReturnType<typeof setTimeout> | undefined;
   const late = new Promise<"late">((res) => timer = setTimeout(() => res("late"), options.graceMs));
   const gone = options.exited ?? (async () => {
@@ -199,6 +245,8 @@ export async function reapReceipts(
   options: {
     graceMs: number;
     onReaped?: (agent: string, live: boolean, r: InstanceReceipt) => void;
+    /** How a live match is stopped (default {@link stopVerified}; a systemd unit's differs). */
+    stop?: (r: InstanceReceipt, o: StopOptions) => Promise<Stopped>;
   },
 ): Promise<ReapedInstances> {
   ensureDir(dir, 0o700);
@@ -215,10 +263,12 @@ export async function reapReceipts(
       continue;
     }
     jobs.push((async () => {
-      await stopVerified(r, { graceMs: options.graceMs });
-      out.stopped.push(r.agent);
+      const how = await (options.stop ?? stopVerified)(r, { graceMs: options.graceMs });
+      // `stale` here: the stop found it is not ours after all (a unit with another invocation).
+      if (how === "stale") out.stale.push(e.name);
+      else out.stopped.push(r.agent);
       dropReceipt(path);
-      options.onReaped?.(r.agent, true, r);
+      options.onReaped?.(r.agent, how !== "stale", r);
     })());
   }
   await Promise.all(jobs);

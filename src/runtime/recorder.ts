@@ -42,7 +42,7 @@ export class Run {
   /** The connection that started the run (approval answers come from it). */
   readonly origin: Conn;
   status?: RunStatus;
-  readonly #onEnd?: () => void;
+  readonly #onEnd?: () => void | Promise<void>;
   #finished: Promise<RunStatus>;
   #active = false;
   #resolve!: (s: RunStatus) => void;
@@ -63,9 +63,10 @@ export class Run {
       origin: Conn;
       /**
        * Called once the run's end is recorded and before `done` goes out: what a client reads
-       * after seeing `done` (the agent's `status`) already says the run ended.
+       * after seeing `done` (the agent's `status`) already says the run ended. When it returns a
+       * promise (an instance's host writes the status), `done` goes out once it resolves.
        */
-      onEnd?: () => void;
+      onEnd?: () => void | Promise<void>;
     },
   ) {
     this.id = options.id;
@@ -128,13 +129,15 @@ export class Run {
    * The fsync is shared with the frames written while an earlier one ran, so a delta flood costs
    * O(flushes), not O(frames); steps complete in write order.
    */
-  #record(frame: Frame, broadcast: boolean): void {
+  #record(frame: Frame, broadcast: boolean, gate?: () => unknown): void {
     const durable = appendEventSoon(this.ref, frame);
     const seq = ++this.#written;
     const prev = this.#tail;
     const step = (async () => {
       await prev;
       await durable;
+      // Read after the awaits above: the caller sets what it waits on right after this call.
+      if (gate) await gate();
       if (broadcast) await this.#broadcast(frame, seq);
       this.#streamed = seq;
     })();
@@ -198,10 +201,11 @@ export class Run {
     this.status = status;
     const ts = Date.now() / 1000;
     const done = { type: "done" as const, run: this.id, status, ts };
-    this.#record(done, true);
+    const ended: { hook?: void | Promise<void> } = {};
+    this.#record(done, true, () => ended.hook);
     setState(this.ref, status === "ok" ? "done" : status, { latest: options.latest });
     this.index.finish(this.id, status, ts);
-    this.#onEnd?.();
+    ended.hook = this.#onEnd?.();
     this.#resolve(status);
     await this.settled();
   }

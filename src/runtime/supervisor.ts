@@ -1,24 +1,26 @@
-/** The built-in supervisor: owns every agent's listening socket, starts one instance per agent on demand, records receipts before releasing it, stops only what a receipt proves. */
+/** The supervisor: owns every agent's listening socket, starts one instance per agent on demand (itself, or as a systemd transient scope where a manager answers), records receipts before releasing it, stops only what a receipt proves. */
 import { type ChildProcess, spawn } from "node:child_process";
 import { CtxError } from "../abi/errno.ts";
 import { encodeFrame, errorOf } from "../abi/frames.ts";
-import { ensureDir, replaceFile } from "../store/atomic.ts";
+import { ensureDir } from "../store/atomic.ts";
 import { readRegularText } from "../store/regular.ts";
 import { closeFd, listenUnix, refuseWaiting } from "../sys/listen.ts";
 import { Activator } from "./activator.ts";
 import { groupsDir, reapGroups } from "./groups.ts";
-import { Presence } from "./presence.ts";
+import { logPump, Presence } from "./presence.ts";
 import {
   dropReceipt,
   type InstanceReceipt,
+  projectReceipt,
   type ReapedInstances,
   reapReceipts,
   receiptOf,
   receiptsDir,
+  scopeUnit,
   type Stopped,
-  stopVerified,
   writeReceipt,
 } from "./receipt.ts";
+import { invocationOf, type Manager, scopeArgv, stopperOf } from "./systemd.ts";
 import { linkAlias } from "./server.ts";
 import { startTerminals, type TerminalInfo, type TerminalRequest } from "./terminals.ts";
 
@@ -26,6 +28,8 @@ import { startTerminals, type TerminalInfo, type TerminalRequest } from "./termi
 export const STOP_GRACE_MS = 5_000;
 /** Default idle timeout of an instance (seconds). */
 export const IDLE_SECONDS = 300;
+/** Default start timeout of an instance (seconds): from its release to its `ready` line. */
+export const START_SECONDS = 30;
 
 /** Options for {@link startSupervisor}. */
 export interface SupervisorOptions {
@@ -36,8 +40,23 @@ export interface SupervisorOptions {
   command: string[];
   /** Idle timeout of every instance, seconds. */
   idleSeconds?: number;
+  /**
+   * Start timeout, seconds: an instance released this long ago that has not printed `ready` is
+   * stopped by its receipt and recorded as failed (default {@link START_SECONDS}).
+   */
+  startSeconds?: number;
   /** SIGTERM-to-SIGKILL grace of a stop (ms). */
   graceMs?: number;
+  /**
+   * Rotation limit (bytes) of the host's logs: each agent's `<run>/log/<n>.log` and each
+   * terminal's `<run>/terminal/<a>/<s>.log` (default src/runtime/log.ts `ROTATE_BYTES`).
+   */
+  logBytes?: number;
+  /**
+   * A systemd manager that answered (src/runtime/systemd.ts `detectManager`): instances run as
+   * its transient scopes. Null or absent: the built-in supervisor.
+   */
+  manager?: Manager | null;
   /** The environment instances get (plus LISTEN_FDS/LISTEN_PID); default this process's. */
   env?: Record<string, string>;
   /**
@@ -68,8 +87,15 @@ export interface StoppedTerminal {
 
 interface Live {
   child: ChildProcess;
-  /** Absent only when the process was gone before its receipt could be read. */
+  /**
+   * Absent until it is released, and for good when the process was gone before its receipt
+   * could be made (or the manager named no invocation).
+   */
   receipt?: InstanceReceipt;
+  /** Resolves once it is released or will never be (at once for the built-in supervisor). */
+  released: Promise<void>;
+  /** Why the host did not release it (a failure). */
+  why?: string;
   /** Resolves once the exit is recorded (status, receipt removed, socket armed again). */
   exited: Promise<void>;
   /** True once the instance printed `ready`; false when it ended before. */
@@ -77,6 +103,8 @@ interface Live {
   stopping: boolean;
   /** The host is closing: its end is not a failure. */
   leaving: boolean;
+  /** It was not ready within the start timeout: the host stopped it (a failure). */
+  timedOut: boolean;
 }
 
 interface Slot {
@@ -121,18 +149,6 @@ export interface Supervisor {
   close(): Promise<void>;
 }
 
-/**
- * True where a systemd manager runs (`/run/systemd/system` exists, as sd_booted() checks). Transient
- * units (`systemd-run`) are not built here (spec/runtime.md): the caller only says so.
- */
-export function systemdBooted(): boolean {
-  try {
-    return Deno.lstatSync("/run/systemd/system").isDirectory;
-  } catch {
-    return false;
-  }
-}
-
 function agentNames(root: string): string[] {
   const out: string[] = [];
   for (const e of Deno.readDirSync(`${root}/agent`)) {
@@ -150,38 +166,34 @@ function readTrim(path: string): string {
   }
 }
 
-/** Line-buffers an instance's stderr into the agent's log (whole lines only; the rest at exit). */
-function logPump(presence: Presence, name: string, child: ChildProcess): () => void {
-  let part = "";
-  child.stderr?.setEncoding("utf8");
-  child.stderr?.on("data", (chunk: string) => {
-    part += chunk;
-    const cut = part.lastIndexOf("\n");
-    if (cut < 0) return;
-    presence.log(name, part.slice(0, cut + 1));
-    part = part.slice(cut + 1);
-  });
-  return () => {
-    if (part !== "") presence.log(name, part + "\n");
-    part = "";
-  };
-}
-
 /**
  * Starts the supervisor: reaps the receipts a killed host left (and their step groups), then
  * creates one listening socket per agent and waits on all of them with one poll. No per-agent
  * index, recovery or status work happens here: each instance does its own when it starts.
  */
 export async function startSupervisor(o: SupervisorOptions): Promise<Supervisor> {
-  for (const [d, mode] of [["agent", 0o711], ["instance", 0o700], ["groups", 0o700]] as const) {
+  const dirs = [["agent", 0o711], ["instance", 0o700], ["groups", 0o700], ["log", 0o700]] as const;
+  for (const [d, mode] of dirs) {
     ensureDir(`${o.run}/${d}`, mode);
     Deno.chmodSync(`${o.run}/${d}`, mode);
   }
-  const presence = new Presence(o.root);
+  const presence = new Presence(o.root, { logDir: `${o.run}/log`, logBytes: o.logBytes });
   const grace = o.graceMs ?? STOP_GRACE_MS;
+  const startSeconds = o.startSeconds ?? START_SECONDS;
+  /** The error frame (and `start`'s error) of an instance that never served. */
+  const notStarted = (name: string, live: Live) =>
+    live.timedOut
+      ? errorOf(
+        "ETIMEDOUT",
+        `agent ${name}: its instance was not ready within ${startSeconds} s and was stopped (see agent/${name}.d/log)`,
+      )
+      : errorOf("EIO", `agent ${name}: its instance could not start (see agent/${name}.d/log)`);
   const dir = receiptsDir(o.run);
+  const manager = o.manager ?? null;
+  const stopOf = stopperOf(manager);
   const reaped = await reapReceipts(dir, {
     graceMs: grace,
+    stop: stopOf,
     onReaped: (agent) => presence.set(agent, "idle", null),
   });
   await reapGroups(groupsDir(o.run));
@@ -191,23 +203,14 @@ export async function startSupervisor(o: SupervisorOptions): Promise<Supervisor>
     command: o.terminal ?? [],
     graceMs: grace,
     env: o.env,
+    logBytes: o.logBytes,
     log: (agent, line) => presence.log(agent, line),
   });
   const slots = new Map<string, Slot>();
   let closing = false;
 
-  const meta = (name: string, receipt: InstanceReceipt & { exit?: unknown }) => {
-    const path = `${o.root}/agent/${name}.d/meta.json`;
-    let cur: Record<string, unknown> = {};
-    try {
-      const v = JSON.parse(readRegularText(path) ?? "{}");
-      if (v && typeof v === "object" && !Array.isArray(v)) cur = v;
-    } catch { /* unreadable: the receipt alone */ }
-    try {
-      // A summary like status/pid: atomic, not fsynced; owner and mode stay the file's.
-      replaceFile(path, JSON.stringify({ ...cur, receipt }, null, 2) + "\n", { sync: false });
-    } catch { /* the agent may be gone */ }
-  };
+  const meta = (name: string, receipt: InstanceReceipt & { exit?: unknown }) =>
+    projectReceipt(`${o.root}/agent/${name}.d/meta.json`, receipt);
 
   const spawnInstance = (slot: Slot): Live => {
     const { name } = slot;
@@ -216,55 +219,106 @@ export async function startSupervisor(o: SupervisorOptions): Promise<Supervisor>
     if (o.mount) args.push("--mount", o.mount);
     args.push("--idle-timeout", String(o.idleSeconds ?? IDLE_SECONDS));
     // sh sets LISTEN_PID to its own pid and execs in place: the instance checks it is its own.
-    const child = spawn("/bin/sh", ["-c", 'export LISTEN_PID=$$; exec "$@"', "sh", ...args], {
+    // Under a manager, systemd-run registers the scope for its own pid and execs sh in place (the
+    // pid, fds and pipes stay): sh's `scope` line says the unit exists, so it can be asked about.
+    const unit = manager ? scopeUnit(`cortexfs-agent-${name}`) : undefined;
+    const [cmd, ...pre] = manager && unit
+      ? [...scopeArgv(manager, unit, { graceMs: grace }), "/bin/sh"]
+      : ["/bin/sh"];
+    const script = manager
+      ? 'export LISTEN_PID=$$; echo scope; exec "$@"'
+      : 'export LISTEN_PID=$$; exec "$@"';
+    const child = spawn(cmd, [...pre, "-c", script, "sh", ...args], {
       stdio: ["pipe", "pipe", "pipe", slot.fd],
       detached: true, // setsid: its own session and group; a signal to it never reaches the host
       env: { ...(o.env ?? Deno.env.toObject()), LISTEN_FDS: "1", LISTEN_FDNAMES: name },
     });
     const flush = logPump(presence, name, child);
     const ready = Promise.withResolvers<boolean>();
+    const scoped = Promise.withResolvers<boolean>();
+    // Its stdout, line by line: `scope` (sh, under a manager), `status <word>` (the instance's
+    // report: the host writes `status` and `pid`, then acknowledges with `ok`), `ready`.
     let out = "";
     child.stdout?.setEncoding("utf8");
     child.stdout?.on("data", (c: string) => {
       out += c;
-      if (out.includes("ready\n")) ready.resolve(true);
+      let nl: number;
+      while ((nl = out.indexOf("\n")) >= 0) {
+        const line = out.slice(0, nl);
+        out = out.slice(nl + 1);
+        if (line === "scope") scoped.resolve(true);
+        else if (line === "ready") ready.resolve(true);
+        else if (line.startsWith("status ")) reported(line.slice(7));
+      }
+      if (out.length > 4096) out = ""; // no line of ours is that long
     });
+    /**
+     * An instance may only say it serves (`ready`, `busy`); the host says everything else, and a
+     * host that is stopping it keeps saying `stopping`. The pid is the receipt's, not a claim.
+     */
+    const reported = (word: string) => {
+      const st = live.receipt;
+      if (st && (word === "ready" || word === "busy") && !live.stopping && !live.timedOut) {
+        presence.set(name, word, st.pid);
+      }
+      if (child.stdin?.writable) child.stdin.write("ok\n");
+    };
     child.stdin?.on("error", () => {/* it exited first: the exit event tells */});
     const exit = Promise.withResolvers<{ code: number | null; signal: string | null }>();
     child.on("exit", (code, signal) => exit.resolve({ code, signal }));
     child.on("error", () => exit.resolve({ code: 127, signal: null }));
     const pid = child.pid ?? 0;
-    const receipt = pid > 0 ? receiptOf(name, pid, { uid: Deno.uid() ?? 0 }) : undefined;
     const file = `${dir}/${name}.json`;
-    if (receipt) {
-      // Recorded before the instance is released: a host killed from here on leaves proof.
-      writeReceipt(dir, receipt);
-      meta(name, receipt);
-      presence.set(name, "start", pid);
-      // The correlation facts in the ordinary log (seed: durable agent.start events).
-      presence.log(
-        name,
-        `cortexfsd: agent.start unit=${receipt.unit} invocation=${receipt.invocation} pid=${pid}\n`,
-      );
-      child.stdin?.write("go\n");
-    }
+    let gone = false;
+    // The start timeout: not ready in time = hung before it served. Stopped by its receipt like
+    // `stop` (SIGTERM or the unit's stop, SIGKILL after the grace), or, never released, let go
+    // (stdin EOF); the exit below records the failure.
+    let served = false;
+    const timer = pid > 0
+      ? setTimeout(() => {
+        if (served || closing || live.stopping || live.leaving) return;
+        live.timedOut = true;
+        presence.log(
+          name,
+          `cortexfsd: instance ${name} pid ${pid} not ready within ${startSeconds} s (start timeout): stopping it\n`,
+        );
+        presence.set(name, "stopping", pid);
+        if (live.receipt) void stopOf(live.receipt, { graceMs: grace, exited: live.exited });
+        else child.stdin?.end();
+      }, startSeconds * 1000)
+      : undefined;
+    void ready.promise.then((ok) => {
+      served = ok;
+      clearTimeout(timer);
+    });
     const live: Live = {
       child,
-      receipt,
       ready: ready.promise,
+      released: Promise.resolve(),
       stopping: false,
       leaving: false,
+      timedOut: false,
       exited: exit.promise.then(({ code, signal }) => {
+        gone = true;
+        scoped.resolve(false);
         ready.resolve(false);
+        clearTimeout(timer);
         flush();
-        const failed = !live.stopping && !live.leaving && (code !== 0 || signal !== null);
+        const failed = live.timedOut || live.why !== undefined ||
+          (!live.stopping && !live.leaving && (code !== 0 || signal !== null));
+        const why = live.timedOut
+          ? `: failed: not ready within ${startSeconds} s`
+          : live.why !== undefined
+          ? `: failed: ${live.why}`
+          : ": failed";
         presence.log(
           name,
           `cortexfsd: instance ${name} pid ${pid} exited (${
             signal ? `signal ${signal}` : `code ${code}`
-          })${failed ? ": failed" : ""}\n`,
+          })${failed ? why : ""}\n`,
         );
         presence.set(name, failed ? "dead" : "idle", null);
+        const receipt = live.receipt;
         if (receipt) meta(name, { ...receipt, exit: { code, signal, at: Date.now() / 1000 } });
         // Last: another process that saw the receipt go finds the log line, status and meta.json
         // of this exit already written.
@@ -274,14 +328,48 @@ export async function startSupervisor(o: SupervisorOptions): Promise<Supervisor>
         void live.ready.then((wasReady) => {
           if (!wasReady) {
             // It never served: the clients waiting now would only start it again. Tell them.
-            const why = `agent ${name}: its instance could not start (see agent/${name}.d/log)`;
-            const frame = encodeFrame(errorOf("EIO", why));
+            const frame = encodeFrame(notStarted(name, live));
             refuseWaiting(slot.fd, new TextEncoder().encode(frame));
           }
           activator.arm(name, slot.fd);
         });
       }),
     };
+    const release = (receipt: InstanceReceipt) => {
+      // Recorded before the instance is released: a host killed from here on leaves proof.
+      writeReceipt(dir, receipt);
+      live.receipt = receipt;
+      meta(name, receipt);
+      presence.set(name, "start", pid);
+      // The correlation facts in the ordinary log (seed: durable agent.start events).
+      presence.log(
+        name,
+        `cortexfsd: agent.start unit=${receipt.unit} invocation=${receipt.invocation} pid=${pid}\n`,
+      );
+      child.stdin?.write("go\n");
+    };
+    const uid = Deno.uid() ?? 0;
+    if (pid > 0 && !(manager && unit)) {
+      // The built-in supervisor: its own unit name and invocation, released at once.
+      const receipt = receiptOf(name, pid, { uid });
+      if (receipt) release(receipt);
+    } else if (pid > 0 && manager && unit) {
+      live.released = (async () => {
+        // The manager's unit and invocation: asked once the scope exists (sh's line).
+        if (!(await scoped.promise)) return; // systemd-run failed: its stderr is in the log
+        const invocation = await invocationOf(manager, unit);
+        if (gone || live.timedOut) return;
+        const receipt = invocation ? receiptOf(name, pid, { uid, invocation, unit }) : undefined;
+        if (!receipt) {
+          live.why = `the manager gave no InvocationID for ${unit}`;
+          presence.log(name, `cortexfsd: instance ${name} pid ${pid}: ${live.why}; not released\n`);
+          child.stdin?.end(); // held: EOF before `go` ends it, nothing served
+          return;
+        }
+        receipt.manager = "systemd";
+        release(receipt);
+      })();
+    }
     return live;
   };
 
@@ -321,10 +409,11 @@ export async function startSupervisor(o: SupervisorOptions): Promise<Supervisor>
   };
 
   const stopLive = async (live: Live): Promise<Stopped> => {
+    await live.released;
     if (!live.receipt) return "stale"; // nothing proven, nothing signalled
     live.stopping = true;
     presence.set(live.receipt.agent, "stopping", live.receipt.pid);
-    const result = await stopVerified(live.receipt, { graceMs: grace, exited: live.exited });
+    const result = await stopOf(live.receipt, { graceMs: grace, exited: live.exited });
     await live.exited;
     return result;
   };
@@ -372,6 +461,10 @@ export async function startSupervisor(o: SupervisorOptions): Promise<Supervisor>
     async start(name) {
       const { live, already } = await start(name);
       if (!(await live.ready) || !live.receipt) {
+        if (live.timedOut) {
+          const f = notStarted(name, live);
+          throw new CtxError("ETIMEDOUT", f.message);
+        }
         throw new CtxError("EIO", `agent ${name}: its instance exited before it served`);
       }
       return { receipt: live.receipt, already };
@@ -425,7 +518,7 @@ export async function startSupervisor(o: SupervisorOptions): Promise<Supervisor>
         const why = await Promise.race([live.exited.then(() => "gone" as const), late]);
         clearTimeout(timer);
         if (why === "late" && live.receipt) {
-          await stopVerified(live.receipt, { graceMs: grace, exited: live.exited });
+          await stopOf(live.receipt, { graceMs: grace, exited: live.exited });
         }
         await live.exited;
       }));

@@ -5,8 +5,13 @@ import { ensureDir } from "../store/atomic.ts";
 import { loadAgent } from "../store/agent.ts";
 import { openSession, sessionRef } from "../store/session.ts";
 import { logTail, readyOf, terminalArgv } from "../term/launch.ts";
+<<<<<<< HEAD
 import { asUser } from "../sys/fsid.ts";
 import { answersUnix } from "../sys/listen.ts";
+=======
+import { connect } from "../term/client.ts";
+import { rotate, ROTATE_BYTES } from "./log.ts";
+>>>>>>> roles
 import { aliasPath, newTerminalId, sessionDir, userSocket } from "../term/locate.ts";
 import {
   dropReceipt,
@@ -65,6 +70,8 @@ export interface TerminalsOptions {
   env?: Record<string, string>;
   /** The agent's log (the host's one writer). */
   log?: (agent: string, line: string) => void;
+  /** A terminal's log past this many bytes is rotated to `.1` before its next start. */
+  logBytes?: number;
 }
 
 /** The running terminal supervisor. */
@@ -151,6 +158,9 @@ export async function startTerminals(o: TerminalsOptions): Promise<Terminals> {
     Deno.chmodSync(base, 0o711);
     const socket = `${base}/${req.session}/main.sock`;
     const log = `${base}/${req.session}.log`;
+    // ctxterm appends its stderr (its own diagnostics only: the shell writes to the PTY) across
+    // starts; each start past the limit begins a new file, the previous one kept as `.1`.
+    rotate(log, { limit: o.logBytes ?? ROTATE_BYTES });
     const id = newTerminalId();
     const dir = `${sessionDir(place)}/terminal/${id}`;
     const argv = [

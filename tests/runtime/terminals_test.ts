@@ -228,3 +228,47 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name:
+    "a terminal start whose log is past the limit rotates it: the old text moves to <s>.log.1 (the previous .1 replaced), the new ctxterm writes a fresh <s>.log",
+  ignore: !root,
+  async fn() {
+    const f = await makeTree();
+    const log = `${f.run}/terminal/coder/default.log`;
+    // A stand-in that says one line on stderr (ctxterm's stderr is appended to the log).
+    const script = `read line; [ "$line" = go ] || exit 0
+echo "stand-in $$ started" >&2
+printf '{"ready":true,"pid":%s,"socket":"s","child":0}\\n' $$
+exec sleep 600`;
+    const terms = await startTerminals({
+      root: f.root,
+      run: f.run,
+      command: ["/bin/sh", "-c", script, "standin"],
+      graceMs: 5000,
+      logBytes: 100,
+    });
+    const ws = openDir(f.tmp);
+    try {
+      Deno.mkdirSync(`${f.run}/terminal/coder`, { recursive: true });
+      Deno.writeTextFileSync(`${log}.1`, "older\n");
+      const old = "x".repeat(99) + "\n"; // 100 bytes: at the limit
+      Deno.writeTextFileSync(log, old);
+      const a = await terms.start({ agent: "coder", session: "default", uid: 0, workspace: ws });
+      assertEquals(Deno.readTextFileSync(`${log}.1`), old);
+      assertEquals(Deno.readTextFileSync(log), `stand-in ${a.terminal.pid} started\n`);
+      await terms.stop("coder");
+      // Below the limit: the next start appends to the same file.
+      const b = await terms.start({ agent: "coder", session: "default", uid: 0, workspace: ws });
+      assertEquals(
+        Deno.readTextFileSync(log),
+        `stand-in ${a.terminal.pid} started\nstand-in ${b.terminal.pid} started\n`,
+      );
+      assertEquals(Deno.readTextFileSync(`${log}.1`), old);
+    } finally {
+      closeFd(ws);
+      await terms.close();
+      await Deno.remove(f.tmp, { recursive: true });
+    }
+  },
+});

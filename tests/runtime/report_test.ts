@@ -1,0 +1,51 @@
+/** The host writes an instance's `status` and `pid` from its reports (src/runtime/supervisor.ts), with a stand-in instance on the real supervisor: real sockets, real processes, real files. */
+import { assertEquals } from "../assert.ts";
+import { makeTree } from "./helpers.ts";
+import { startSupervisor } from "../../src/runtime/supervisor.ts";
+
+const root = Deno.uid() === 0;
+
+Deno.test({
+  name:
+    "an instance's status reports: the host writes status and the receipt's pid before it acknowledges each, takes only ready/busy from it, and says idle after the stop",
+  ignore: !root,
+  async fn() {
+    const f = await makeTree();
+    const mark = `${f.tmp}/mark`;
+    // A stand-in for `cortexfsd instance` (argv: NAME --root R ...): reports, and after each
+    // acknowledgement records what the projections say; then says ready and sleeps in place.
+    const script = `read line; [ "$line" = go ] || exit 0
+d="$3/agent/$1.d"
+for w in ready busy idle; do
+  echo "status $w"; read ack
+  echo "$ack $(cat "$d/status") $(cat "$d/pid")" >> '${mark}'
+done
+echo ready
+exec sleep 600`;
+    const sup = await startSupervisor({
+      root: f.root,
+      run: f.run,
+      command: ["/bin/sh", "-c", script, "standin"],
+      graceMs: 5000,
+    });
+    try {
+      const { receipt } = await sup.start("coder");
+      const pid = receipt.pid;
+      assertEquals(
+        Deno.readTextFileSync(mark),
+        `ok ready ${pid}\nok busy ${pid}\nok busy ${pid}\n`,
+      );
+      const d = `${f.root}/agent/coder.d`;
+      assertEquals(sup.status("coder").state, "busy");
+      const stopped = await sup.stop("coder");
+      assertEquals(stopped.result, "exited");
+      assertEquals(
+        [Deno.readTextFileSync(`${d}/status`), Deno.readTextFileSync(`${d}/pid`)],
+        ["idle\n", ""],
+      );
+    } finally {
+      await sup.close();
+      await Deno.remove(f.tmp, { recursive: true });
+    }
+  },
+});
