@@ -5,13 +5,9 @@ import { ensureDir } from "../store/atomic.ts";
 import { loadAgent } from "../store/agent.ts";
 import { openSession, sessionRef } from "../store/session.ts";
 import { logTail, readyOf, terminalArgv } from "../term/launch.ts";
-<<<<<<< HEAD
 import { asUser } from "../sys/fsid.ts";
 import { answersUnix } from "../sys/listen.ts";
-=======
-import { connect } from "../term/client.ts";
 import { rotate, ROTATE_BYTES } from "./log.ts";
->>>>>>> roles
 import { aliasPath, newTerminalId, sessionDir, userSocket } from "../term/locate.ts";
 import {
   dropReceipt,
