@@ -219,6 +219,43 @@ export async function pack(
   }
 }
 
+/** The `require` deno bundle gives bundled CommonJS code: node:module, loaded by every chunk. */
+const EAGER_REQUIRE =
+  'import { createRequire as __deno_internal_createRequire } from "node:module";\n' +
+  "var __require = __deno_internal_createRequire(import.meta.url);";
+/** The same `require` for node built-ins (the only modules a bundle leaves to it), made on first use. */
+const LAZY_REQUIRE = "var __require = (id) => globalThis.process.getBuiltinModule(id) ?? " +
+  "(() => { throw new Error(`cortexfs bundle: cannot require ${JSON.stringify(id)}`); })();";
+
+/**
+ * Makes the split bundles' shared `require` lazy. deno bundle defines it in the helper chunk every
+ * entry imports, with a static import of node:module, which starts Deno's whole Node layer (about
+ * half of `ctx status`'s CPU); only the CommonJS packages (commander) call it, and only for node
+ * built-ins. Throws when the bundle no longer looks as expected (a new Deno).
+ */
+export function lazyRequire(lib: string): void {
+  const shims: string[] = [];
+  for (const e of Deno.readDirSync(lib)) {
+    if (!e.name.endsWith(".js")) continue;
+    const text = Deno.readTextFileSync(`${lib}/${e.name}`);
+    if (/__require\((?!"node:)/.test(text)) {
+      throw new Error(`${e.name}: requires something other than a node: built-in`);
+    }
+    if (!text.includes("__deno_internal_createRequire")) continue;
+    if (!text.includes(EAGER_REQUIRE)) {
+      throw new Error(`${e.name}: deno bundle's require shim is not the one lazyRequire knows`);
+    }
+    shims.push(e.name);
+  }
+  if (shims.length === 0) {
+    throw new Error("no require shim in the bundles (did deno bundle change?)");
+  }
+  for (const name of shims) {
+    const path = `${lib}/${name}`;
+    Deno.writeTextFileSync(path, Deno.readTextFileSync(path).replace(EAGER_REQUIRE, LAZY_REQUIRE));
+  }
+}
+
 /**
  * Builds the single file: bundles every program (and its workers) with the pinned deno and
  * {@link pack}s them with that deno binary.
@@ -247,6 +284,7 @@ export async function buildSingle(options: SingleOptions): Promise<SingleResult>
         lib,
         ...split.map((n) => `cli/${n}.ts`),
       ]);
+      lazyRequire(lib);
     }
     const bundles: { entry: string; out: string }[] = [];
     for (const name of names) {
