@@ -81,15 +81,22 @@ case $me in */*) ;; *) me=$(command -v -- "$me") || die 70 "cannot find myself (
 name=\${me##*/}
 file=$(readlink -f -- "$me") || die 70 "cannot resolve $me"
 uid=$(id -u)
-# $1 is a directory, not a symlink, owned by this user or root, that nobody else may write.
+# Each argument is a directory, not a symlink, owned by this user or root, that nobody else may
+# write (one stat for them all: every program start runs this).
 owned() {
-  [ -d "$1" ] && [ ! -L "$1" ] || return 1
-  set -- $(stat -c '%u %a' -- "$1" 2>/dev/null) x
-  { [ "$1" = "$uid" ] || [ "$1" = 0 ]; } && [ $((0$2 & 022)) -eq 0 ]
+  for d do [ -d "$d" ] && [ ! -L "$d" ] || return 1; done
+  n=$(($# * 2))
+  set -- $(stat -c '%u %a' -- "$@" 2>/dev/null)
+  [ $# -eq "$n" ] || return 1
+  while [ $# -gt 0 ]; do
+    { [ "$1" = "$uid" ] || [ "$1" = 0 ]; } && [ $((0$2 & 022)) -eq 0 ] || return 1
+    shift 2
+  done
 }
 # $1 is an owned directory in an owned directory, holding a complete, checked unpack of this payload.
 sealed() {
-  owned "\${1%/*}" && owned "$1" && [ -f "$1/.sha256" ] && [ "$(cat -- "$1/.sha256")" = "$hash" ]
+  owned "\${1%/*}" "$1" && [ -f "$1/.sha256" ] && IFS= read -r seal <"$1/.sha256" &&
+    [ "$seal" = "$hash" ]
 }
 # A shared cache is readable by all (0755): root's, which every user's sandboxes bind the
 # runtime from and every user may reuse. A user's own is private (0700).
