@@ -3,7 +3,7 @@
  * status` against `deno eval ''` (goal: at most 1.3x) and `ctx agent send` (to the model-backed
  * `coder`, debug/echo) against a bare `deno run` of a hello (goal: at most 2x), each from the
  * built single file and from the checkout (the pinned deno run directly on cli/ctx.ts, not through
- * tools/deno, whose own `deno --version` would be measured too); `ctx --version` as well. Wall
+ * tools/deno, a bash wrapper whose own start would be measured too); `ctx --version` as well. Wall
  * medians are the measure (end to end); each case's mean CPU (user+sys of the child, from
  * /proc/self/stat) is printed beside it, the steadier number on a busy machine. Also the single
  * file's size and its first run (unpack into an empty cache). Never asserts a duration.
