@@ -47,7 +47,9 @@ export function self(env: Record<string, string | undefined>, url = import.meta.
 /**
  * The `deno run` flags every program of the built file starts with, before its own permission
  * set: no prompt, and nothing looked up from the caller's directory or the network (the bundle
- * carries its npm dependencies; a deno.json where the user stands must not change it).
+ * carries its npm dependencies; a deno.json where the user stands must not change it). A dynamic
+ * import loads its chunk when it runs, not at start (as the checkout's deno.json asks too: Deno
+ * otherwise reads and parses every chunk a program might import before it starts).
  */
 export const BUILT_RUN = [
   "run",
@@ -57,6 +59,7 @@ export const BUILT_RUN = [
   "--no-lock",
   "--no-remote",
   "--no-npm",
+  "--unstable-lazy-dynamic-imports",
 ] as const;
 
 /**

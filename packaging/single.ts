@@ -81,15 +81,22 @@ case $me in */*) ;; *) me=$(command -v -- "$me") || die 70 "cannot find myself (
 name=\${me##*/}
 file=$(readlink -f -- "$me") || die 70 "cannot resolve $me"
 uid=$(id -u)
-# $1 is a directory, not a symlink, owned by this user or root, that nobody else may write.
+# Each argument is a directory, not a symlink, owned by this user or root, that nobody else may
+# write (one stat for them all: every program start runs this).
 owned() {
-  [ -d "$1" ] && [ ! -L "$1" ] || return 1
-  set -- $(stat -c '%u %a' -- "$1" 2>/dev/null) x
-  { [ "$1" = "$uid" ] || [ "$1" = 0 ]; } && [ $((0$2 & 022)) -eq 0 ]
+  for d do [ -d "$d" ] && [ ! -L "$d" ] || return 1; done
+  n=$(($# * 2))
+  set -- $(stat -c '%u %a' -- "$@" 2>/dev/null)
+  [ $# -eq "$n" ] || return 1
+  while [ $# -gt 0 ]; do
+    { [ "$1" = "$uid" ] || [ "$1" = 0 ]; } && [ $((0$2 & 022)) -eq 0 ] || return 1
+    shift 2
+  done
 }
 # $1 is an owned directory in an owned directory, holding a complete, checked unpack of this payload.
 sealed() {
-  owned "\${1%/*}" && owned "$1" && [ -f "$1/.sha256" ] && [ "$(cat -- "$1/.sha256")" = "$hash" ]
+  owned "\${1%/*}" "$1" && [ -f "$1/.sha256" ] && IFS= read -r seal <"$1/.sha256" &&
+    [ "$seal" = "$hash" ]
 }
 # A shared cache is readable by all (0755): root's, which every user's sandboxes bind the
 # runtime from and every user may reuse. A user's own is private (0700).
@@ -219,6 +226,43 @@ export async function pack(
   }
 }
 
+/** The `require` deno bundle gives bundled CommonJS code: node:module, loaded by every chunk. */
+const EAGER_REQUIRE =
+  'import { createRequire as __deno_internal_createRequire } from "node:module";\n' +
+  "var __require = __deno_internal_createRequire(import.meta.url);";
+/** The same `require` for node built-ins (the only modules a bundle leaves to it), made on first use. */
+const LAZY_REQUIRE = "var __require = (id) => globalThis.process.getBuiltinModule(id) ?? " +
+  "(() => { throw new Error(`cortexfs bundle: cannot require ${JSON.stringify(id)}`); })();";
+
+/**
+ * Makes the split bundles' shared `require` lazy. deno bundle defines it in the helper chunk every
+ * entry imports, with a static import of node:module, which starts Deno's whole Node layer (about
+ * half of `ctx status`'s CPU); only the CommonJS packages (commander) call it, and only for node
+ * built-ins. Throws when the bundle no longer looks as expected (a new Deno).
+ */
+export function lazyRequire(lib: string): void {
+  const shims: string[] = [];
+  for (const e of Deno.readDirSync(lib)) {
+    if (!e.name.endsWith(".js")) continue;
+    const text = Deno.readTextFileSync(`${lib}/${e.name}`);
+    if (/__require\((?!"node:)/.test(text)) {
+      throw new Error(`${e.name}: requires something other than a node: built-in`);
+    }
+    if (!text.includes("__deno_internal_createRequire")) continue;
+    if (!text.includes(EAGER_REQUIRE)) {
+      throw new Error(`${e.name}: deno bundle's require shim is not the one lazyRequire knows`);
+    }
+    shims.push(e.name);
+  }
+  if (shims.length === 0) {
+    throw new Error("no require shim in the bundles (did deno bundle change?)");
+  }
+  for (const name of shims) {
+    const path = `${lib}/${name}`;
+    Deno.writeTextFileSync(path, Deno.readTextFileSync(path).replace(EAGER_REQUIRE, LAZY_REQUIRE));
+  }
+}
+
 /**
  * Builds the single file: bundles every program (and its workers) with the pinned deno and
  * {@link pack}s them with that deno binary.
@@ -247,6 +291,7 @@ export async function buildSingle(options: SingleOptions): Promise<SingleResult>
         lib,
         ...split.map((n) => `cli/${n}.ts`),
       ]);
+      lazyRequire(lib);
     }
     const bundles: { entry: string; out: string }[] = [];
     for (const name of names) {

@@ -1,9 +1,10 @@
 /** Agent socket frames: the JSONL requests a client sends and the frames the runtime streams back. */
 import { z } from "zod";
+import { encodeFrame, MAX_FRAME } from "./line.ts";
 import { isName, NAME_TEXT } from "./names.ts";
 
-/** Largest frame in either direction, newline included (larger is EMSGSIZE). */
-export const MAX_FRAME = 1024 * 1024;
+// The line format itself has no schema: clients that only write and read lines import line.ts.
+export { encodeFrame, MAX_FRAME };
 
 /** A session name: one name component (the object-name grammar), and never `index`. */
 export const sessionName = z.string().refine((s) => isName(s) && s !== "index", {
@@ -238,11 +239,6 @@ export function errorOf(
   extra: Omit<ErrorFrame, "type" | "code" | "message"> = {},
 ): ErrorFrame {
   return { type: "error", code, message, ...extra };
-}
-
-/** Serializes one frame as a JSONL line. */
-export function encodeFrame(f: unknown): string {
-  return JSON.stringify(f) + "\n";
 }
 
 /** Largest delta text (UTF-8 bytes) in one frame: longer output streams as several deltas. */

@@ -1,48 +1,57 @@
 /** The agent socket client used by `ctx agent chat|send|resume|cancel|tsh`: connect, write, read frames. */
-import net from "node:net";
 import { CtxError, isErrno } from "../abi/errno.ts";
-import { encodeFrame } from "../abi/frames.ts";
+import { encodeFrame } from "../abi/line.ts";
 import { deadMount, START_HINT } from "./root.ts";
 
 /** A frame as the client sees it (clients switch on `type` and `code`, never on `message`). */
 export type ClientFrame = { type: string; run?: string; code?: string; [k: string]: unknown };
 
-/** One connection to `agent/<name>.sock`. */
+/**
+ * One connection to `agent/<name>.sock`. It speaks through `Deno.connect` (not node:net, whose
+ * import alone costs more than the rest of `ctx agent send`): one read loop splits lines, and
+ * writes go out in order, each after the one before.
+ */
 export class AgentClient {
-  readonly socket: net.Socket;
+  readonly #conn: Deno.UnixConn;
   #queue: ClientFrame[] = [];
   #wait?: () => void;
   #ended = false;
+  #closed = false;
   #buf = "";
+  #writes: Promise<void> = Promise.resolve();
 
-  private constructor(socket: net.Socket) {
-    this.socket = socket;
-    socket.setEncoding("utf8");
-    socket.on("data", (s: string) => {
-      this.#buf += s;
-      let i;
-      while ((i = this.#buf.indexOf("\n")) >= 0) {
-        const line = this.#buf.slice(0, i);
-        this.#buf = this.#buf.slice(i + 1);
-        try {
-          this.#queue.push(JSON.parse(line));
-        } catch {
-          this.#queue.push({
-            type: "error",
-            code: "EPROTO",
-            message: "server sent a non-JSON line",
-          });
+  private constructor(conn: Deno.UnixConn) {
+    this.#conn = conn;
+    void this.#read();
+  }
+
+  async #read(): Promise<void> {
+    const dec = new TextDecoder();
+    const chunk = new Uint8Array(64 * 1024);
+    try {
+      for (;;) {
+        const n = await this.#conn.read(chunk);
+        if (n === null) break;
+        this.#buf += dec.decode(chunk.subarray(0, n), { stream: true });
+        let i;
+        while ((i = this.#buf.indexOf("\n")) >= 0) {
+          const line = this.#buf.slice(0, i);
+          this.#buf = this.#buf.slice(i + 1);
+          try {
+            this.#queue.push(JSON.parse(line));
+          } catch {
+            this.#queue.push({
+              type: "error",
+              code: "EPROTO",
+              message: "server sent a non-JSON line",
+            });
+          }
         }
+        this.#wake();
       }
-      this.#wake();
-    });
-    const end = () => {
-      this.#ended = true;
-      this.#wake();
-    };
-    socket.on("end", end);
-    socket.on("close", end);
-    socket.on("error", end);
+    } catch { /* reset, or closed by close(): the end of the stream either way */ }
+    this.#ended = true;
+    this.#wake();
   }
 
   #wake(): void {
@@ -52,18 +61,24 @@ export class AgentClient {
   }
 
   /** Connects to the agent's socket under the tree (the alias follows to the live socket). */
-  static connect(root: string, agent: string): Promise<AgentClient> {
+  static async connect(root: string, agent: string): Promise<AgentClient> {
     const path = `${root}/agent/${agent}.sock`;
-    return new Promise((resolve, reject) => {
-      const s = net.connect(path);
-      s.once("connect", () => resolve(new AgentClient(s)));
-      s.once("error", (e: Error & { code?: string }) => reject(connectError(root, agent, e)));
-    });
+    try {
+      return new AgentClient(await Deno.connect({ transport: "unix", path }));
+    } catch (e) {
+      throw connectError(root, agent, e as Error & { code?: string });
+    }
   }
 
-  /** Writes one request frame. */
+  /** Writes one request frame (queued after any write still going out). */
   send(frame: unknown): void {
-    if (!this.socket.destroyed) this.socket.write(encodeFrame(frame));
+    if (this.#closed) return;
+    const bytes = new TextEncoder().encode(encodeFrame(frame));
+    this.#writes = this.#writes.then(async () => {
+      for (let off = 0; off < bytes.length && !this.#closed;) {
+        off += await this.#conn.write(bytes.subarray(off));
+      }
+    }).catch(() => {/* the peer is gone: the read side ends the stream */});
   }
 
   /** The next frame, or undefined at end of stream. */
@@ -75,9 +90,18 @@ export class AgentClient {
     return this.#queue.shift();
   }
 
-  /** Closes the connection. */
+  /** Ends the sending side once the writes queued so far are out (the peer sees end of input). */
+  end(): void {
+    this.#writes = this.#writes.then(() => this.#conn.closeWrite()).catch(() => {});
+  }
+
+  /** Closes the connection (a write still going out is dropped). */
   close(): void {
-    this.socket.destroy();
+    if (this.#closed) return;
+    this.#closed = true;
+    try {
+      this.#conn.close();
+    } catch { /* already closed */ }
   }
 }
 

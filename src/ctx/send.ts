@@ -200,6 +200,28 @@ async function readStdin(): Promise<string> {
   return await new Response(Deno.stdin.readable).text();
 }
 
+/**
+ * `ctx agent send NAME [WORDS...]` once parsed (by commander, or by quick.ts without it): the
+ * message is the words, else stdin; sets the exit code.
+ */
+export function sendCommand(
+  ctx: Pick<AgentContext, "root">,
+  name: string,
+  words: string[],
+  o: SendArgs,
+): Promise<void> {
+  return guarded(`agent/${name}`, async () => {
+    const input = words.length ? words.join(" ") : await readStdin();
+    // Ask only a person: stdin free (the message came as words) and a terminal on both ends.
+    o.ask = words.length > 0 && Deno.stdin.isTerminal() && Deno.stderr.isTerminal();
+    if (input === "") {
+      // Nothing to say is a usage mistake (a script with an empty pipe), never an empty run.
+      throw new CtxError("EINVAL", "no message: give words or pipe text on stdin");
+    }
+    return send(ctx.root(), name, input, o);
+  });
+}
+
 /** Adds `send`, `tsh` and `cancel` to the `ctx agent` group. */
 export function register(agent: Command, ctx: AgentContext): void {
   agent
@@ -219,18 +241,7 @@ export function register(agent: Command, ctx: AgentContext): void {
       collect,
       [],
     )
-    .action((name: string, words: string[], o: SendArgs) =>
-      guarded(`agent/${name}`, async () => {
-        const input = words.length ? words.join(" ") : await readStdin();
-        // Ask only a person: stdin free (the message came as words) and a terminal on both ends.
-        o.ask = words.length > 0 && Deno.stdin.isTerminal() && Deno.stderr.isTerminal();
-        if (input === "") {
-          // Nothing to say is a usage mistake (a script with an empty pipe), never an empty run.
-          throw new CtxError("EINVAL", "no message: give words or pipe text on stdin");
-        }
-        return send(ctx.root(), name, input, o);
-      })
-    );
+    .action((name: string, words: string[], o: SendArgs) => sendCommand(ctx, name, words, o));
   agent
     .command("tsh")
     .description("run one tsh command through the agent's authority path (no model call)")

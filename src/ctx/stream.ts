@@ -1,6 +1,6 @@
 /** Follows one run's frames on a client connection: approvals answered, outcome summarized. */
 import { CtxError } from "../abi/errno.ts";
-import { encodeFrame, MAX_FRAME } from "../abi/frames.ts";
+import { encodeFrame, MAX_FRAME } from "../abi/line.ts";
 import type { AgentClient, ClientFrame } from "./client.ts";
 
 /** The outcome of one followed run. */

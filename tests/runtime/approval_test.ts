@@ -426,7 +426,7 @@ Deno.test("follow: replayed approval_requests are not answered; only an error wi
       });
       assertEquals([out.status, out.run], ["ok", req.run]);
       assert(seen.length === 7 && seen.every((x) => x.replay === true), JSON.stringify(seen));
-      a.socket.end();
+      a.end();
       assertEquals(await a.next(), undefined);
     } finally {
       a.close();

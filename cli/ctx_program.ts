@@ -1,0 +1,202 @@
+/** `ctx`'s full argument parser (commander): every command, help and usage error; cli/ctx.ts starts it. */
+import { Command, CommanderError } from "commander";
+import {
+  addAgentCommands,
+  cat,
+  findTree,
+  type FoundTree,
+  guarded,
+  ls,
+  set,
+  status,
+  storageUpdate,
+} from "../src/ctx/mod.ts";
+import { EXIT } from "../src/abi/errno.ts";
+import { VERSION } from "../src/abi/version.ts";
+import { resolvePaths } from "../src/store/paths.ts";
+
+/** What cli/ctx.ts found out before handing over: the environment and the checkout, if any. */
+export interface Start {
+  env: Record<string, string>;
+  /** The checkout ctx runs from (its dev mount is looked for), undefined in the built file. */
+  checkout?: string;
+}
+
+/** Parses `args` (Deno.args) with commander and runs the command; sets the exit code. */
+export async function main(args: readonly string[], start: Start): Promise<void> {
+  const { env, checkout } = start;
+  const program = new Command("ctx");
+  let found: FoundTree | undefined;
+  const tree = () => found ??= findTree({ root: program.opts().root, env, checkout });
+  const root = () => tree().root;
+
+  const EXAMPLES = `
+Examples:
+  ctx status                                  which tree, its state, agents and tools
+  ctx agent send coder "hello"                one message, the answer streamed
+  ctx agent chat coder                        interactive chat (Ctrl+C cancels a run)
+  ctx agent new mine --model debug/echo       a new agent of your own
+  ctx cat agent/coder.d/window                read a control
+  ctx set agent/coder.d/window 4096           write one, validated
+  ctx agent history coder                     the runs of a session
+
+The tree is --root, else CTX_ROOT, else the first live mount of /ctx and this checkout's
+.dev/ctx (\`sudo tools/deno task dev\`). Exit codes: 0 ok, 1 failed, 2 usage or invalid input,
+13 access denied, 69 unavailable (no mount found, daemon gone), 70 internal error.`;
+
+  program
+    .description("CortexFS human CLI: inspect and edit the tree (default: the mount at /ctx)")
+    .version(`ctx ${VERSION}`, "-V, --version", "print the version")
+    .option("-r, --root <path>", "the tree to work on (overrides CTX_ROOT)")
+    .addHelpText("after", EXAMPLES)
+    .showHelpAfterError(false)
+    .exitOverride()
+    .configureOutput({
+      // Usage errors print in the one error format: `ctx: EINVAL: <command>: <message>`.
+      outputError: (msg, write) =>
+        write(`ctx: EINVAL: ctx: ${msg.replace(/^error: /, "").trim()}\n`),
+    });
+
+  program
+    .command("status")
+    .description("print the tree's status (the default command)")
+    .action(() => guarded("status", () => console.log(status(tree()).join("\n"))));
+
+  program
+    .command("ls")
+    .description("list a directory of the tree (readdir only)")
+    .argument("[path]", "ABI path (agent, /ctx/model/debug, ...)", "")
+    .action((path: string) =>
+      guarded(path || "/", () => {
+        const names = ls(root(), path);
+        if (names.length) console.log(names.join("\n"));
+      })
+    );
+
+  program
+    .command("cat")
+    .description("print a file of the tree")
+    .argument("<path>", "ABI path")
+    .action((path: string) =>
+      guarded(path, () => {
+        const bytes = cat(root(), path);
+        for (let off = 0; off < bytes.length;) off += Deno.stdout.writeSync(bytes.subarray(off));
+      })
+    );
+
+  program
+    .command("set")
+    .description("replace a control file atomically after validating it (- reads VALUE from stdin)")
+    .argument("<path>", "ABI path of a control, e.g. agent/coder.d/window")
+    .argument("<value>", "the new value; one-value controls get their final newline")
+    .action((path: string, value: string) =>
+      guarded(path, () =>
+        set(root(), {
+          path,
+          value,
+          stdin: async () => new Uint8Array(await new Response(Deno.stdin.readable).arrayBuffer()),
+        }))
+    );
+
+  program
+    .command("validate-name")
+    .description("check an object name against the ABI grammar (exit 0 valid, 2 invalid)")
+    .argument("<name>", "name to check")
+    .option(
+      "--kind <kind>",
+      "agent, tool, model (provider/model or alias) or component",
+      "component",
+    )
+    .action((name: string, o: { kind: string }) =>
+      guarded(name, async () => {
+        const { checkName } = await import("../src/abi/names.ts");
+        if (!["agent", "tool", "model", "component"].includes(o.kind)) {
+          const { CtxError } = await import("../src/abi/errno.ts");
+          throw new CtxError("EINVAL", `--kind "${o.kind}" is not agent, tool, model or component`);
+        }
+        checkName(name, { kind: o.kind as "agent" });
+      })
+    );
+
+  program
+    .command("storage")
+    .description("storage generations")
+    .command("update")
+    .description("bring the storage tree to this binary's tree_version")
+    .option(
+      "--storage <dir>",
+      "storage root (default: CORTEXFS_STORAGE or /var/lib/cortexfs/storage)",
+    )
+    .option("--check", "exit 1 when an update is needed, 0 when up to date; write nothing")
+    .option("--dry-run", "print what would be done; write nothing")
+    .option("--prune", "remove every non-current generation and half-built leftovers")
+    .action((o: { storage?: string; check?: boolean; dryRun?: boolean; prune?: boolean }) => {
+      const storage = o.storage ?? resolvePaths({ env }).storage;
+      return guarded(storage, () => storageUpdate({ ...o, storage, env }));
+    });
+
+  program
+    .command("provider")
+    .description("provider secrets, kept on the host only")
+    .command("set")
+    .description("store NAME's API key (0600) from stdin, or from --env VAR; never from argv")
+    .argument("<name>", "provider name (the <provider> of model/<provider>/<model>)")
+    .option("--slot <slot>", "secret slot", "default")
+    .option("--env <var>", "read the key from this environment variable instead of stdin")
+    .action((name: string, o: { slot: string; env?: string }) =>
+      guarded(name, async () => {
+        const { providerSet } = await import("../src/ctx/provider.ts");
+        console.log(
+          await providerSet({
+            name,
+            slot: o.slot,
+            envVar: o.env,
+            env,
+            stdin: async () =>
+              new Uint8Array(await new Response(Deno.stdin.readable).arrayBuffer()),
+          }),
+        );
+      })
+    );
+
+  program
+    .command("doctor")
+    .description("check that bubblewrap can create its namespaces here (exit 0 ok, 69 not)")
+    .action(() =>
+      guarded("bwrap", async () => {
+        const { doctor } = await import("../src/sandbox/doctor.ts");
+        const r = await doctor();
+        console.log(r.message);
+        if (!r.ok) Deno.exitCode = EXIT.unavailable;
+      })
+    );
+
+  addAgentCommands(
+    program.command("agent").description("agent objects and sessions"),
+    { root, env },
+    // The socket client (node:net, zod frames) loads only for `ctx agent ...`: status/ls stay light.
+    args.includes("agent")
+      ? await Promise.all([
+        import("../src/ctx/chat.ts"),
+        import("../src/ctx/send.ts"),
+        import("../src/ctx/history.ts"),
+        import("../src/ctx/instance.ts"),
+        import("../src/ctx/terminal.ts"),
+      ]).then((ms) => ms.map((m) => m.register))
+      : [],
+  );
+
+  if (args.includes("terminal")) {
+    const { registerTerminal } = await import("../src/ctx/terminal.ts");
+    registerTerminal(program, { root, env });
+  }
+
+  try {
+    // No command at all means `ctx status` (spec-digest 9).
+    await program.parseAsync(args.length ? [...args] : ["status"], { from: "user" });
+  } catch (e) {
+    if (e instanceof CommanderError) {
+      Deno.exitCode = e.exitCode === 0 ? EXIT.ok : EXIT.usage;
+    } else throw e;
+  }
+}
