@@ -9,6 +9,7 @@ import type {
   ToolSpec,
 } from "./driver.ts";
 import { readSecret } from "./secret.ts";
+import { hostBaseURL } from "../store/providers.ts";
 
 /** Retries after a 429 or 5xx answer (or a refused connection) before any output arrived. */
 export const MAX_RETRIES = 3;
@@ -280,7 +281,9 @@ export function sdkDriver(wire: SdkWire): Driver {
     name: wire.name,
     async *stream(request: ModelRequest): AsyncIterable<ModelEvent> {
       const config = request.config;
-      const baseURL = config?.defaults.base_url ?? wire.defaultURL;
+      // the model's own `default`, then the host's providers.d file, then the official endpoint
+      const baseURL = config?.defaults.base_url ??
+        (config && hostBaseURL(config.provider)) ?? wire.defaultURL;
       if (!config || !baseURL) {
         throw new CtxError(
           "EINVAL",
