@@ -5,8 +5,11 @@ import { parseOwner } from "../abi/identity.ts";
 import { isName } from "../abi/names.ts";
 import { replaceFile } from "../store/atomic.ts";
 import { checkControl, classify, type ControlRef, writeControl } from "../store/control.ts";
+import { knownLimit } from "../store/agent.ts";
+import { formatLimit } from "../abi/window.ts";
 
 export { checkControl, writeControl };
+export { type HostConfig, readHostConfig, useHostConfig } from "../store/providers.ts";
 
 /** Which control `abiPath` names (agent, model, tool, or a user-tier object in home/<uid>/), or null. */
 export function controlPath(abiPath: string): ControlRef | null {
@@ -230,4 +233,24 @@ export function controlKind(abiPath: string): "control" | "readonly" | "unknown"
 export function secretControl(abiPath: string): boolean {
   const ref = classify(abiPath);
   return ref !== null && isSecretControl(ref.kind, ref.control);
+}
+
+/**
+ * The text the mount shows for a control it computes rather than reads: `model/<p>/<m>.d/limit`
+ * of an existing model object is its effective limit (host configuration, stored file, catalog,
+ * `unknown`: src/store/agent.ts `knownLimit`), whether or not a `limit` file is stored. Null for
+ * every other path (and for a model that does not exist).
+ */
+export function projectedText(root: string, abiPath: string): string | null {
+  if (!abiPath.startsWith("model/") || !abiPath.endsWith(".d/limit")) return null;
+  const ref = classify(abiPath);
+  if (ref === null || ref.base !== "model" || ref.control !== "limit") return null;
+  const dir = `${root}/model/${ref.object}.d`;
+  try {
+    if (!Deno.lstatSync(dir).isDirectory) return null;
+    const [provider, model] = ref.object.split("/");
+    return formatLimit(knownLimit(dir, provider, model));
+  } catch {
+    return null; // a model that is not there (or a broken `id`/`limit` file: read as it is)
+  }
 }

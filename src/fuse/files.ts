@@ -146,6 +146,12 @@ export class Files {
           if (writing && flags & libc.O.TRUNC) temp.len = 0;
           return t.openOut(out, 0, t.fh({ t: "temp", temp }), DIRECT);
         }
+        const text = t.virtualText(kind, path);
+        if (text !== null) {
+          // computed (a model's `limit`): read-only for everyone, root included
+          if (writing || flags & libc.O.TRUNC) return -E.EROFS;
+          return t.openOut(out, 0, t.fh({ t: "bytes", data: enc.encode(text) }), DIRECT);
+        }
         if (!t.mayRead(path, req.uid)) return -E.EACCES;
         if (!writing && !(flags & libc.O.TRUNC)) {
           const fd = this.#openFile(path, libc.O.RDONLY);

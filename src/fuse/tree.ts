@@ -32,6 +32,8 @@ export interface CtxFsOptions {
   controlKind: (abiPath: string) => "control" | "readonly" | "unknown";
   /** Whether a control can hold secrets (`env`): shown 0600 and opened only by its owner and root. */
   secret: (abiPath: string) => boolean;
+  /** The text of a control the mount computes (a model's `limit`), or null: read-only, 0444. */
+  projected?: (abiPath: string) => string | null;
   /** Owner uid of the object a control directory belongs to. */
   owner: (abiPath: string) => number;
   /** Whether `agent/<name>` is still being created (its entry is absent). */
@@ -187,6 +189,7 @@ export class Tree {
       return text;
     }
     if (kind === "launcher") return this.o.bins[baseOf(path)];
+    if (kind === "control") return this.o.projected?.(path) ?? null;
     return null;
   }
 
@@ -226,6 +229,11 @@ export class Tree {
         });
       }
       case "control": {
+        const text = this.o.projected?.(path) ?? null;
+        if (text !== null) {
+          const size = enc.encode(text).length;
+          return virtualAttr(path, { mode: S.IFREG | 0o444, size, time: now });
+        }
         const temp = this.temps.get(path);
         if (temp) {
           // A temp is one writer's draft of a control, maybe a secret one (`sed -i env`): its
