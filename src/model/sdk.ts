@@ -77,6 +77,53 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
   });
 }
 
+/**
+ * An error event inside a 200 stream, as `ai` hands it on (an AI_StreamProviderError, or the
+ * package's raw payload): Anthropic's `event: error` (with the HTTP status its type stands for:
+ * `overloaded_error` 529, `api_error` 500, `rate_limit_error` 429), a Chat Completions
+ * `{"error": {...}}` chunk (`message`, `type`, `code`), a Responses `error` event. Undefined for
+ * anything else (HTTP errors, fetch failures).
+ */
+interface StreamError {
+  message: string;
+  /** The HTTP status the error stands for, when the provider says or its type implies one. */
+  status?: number;
+  /** The provider's error type or code (`overloaded_error`, `server_error`, ...). */
+  type?: string;
+}
+
+/** Provider error types of a stream error that stand for an HTTP status (when none is given). */
+function statusOfType(type: string): number | undefined {
+  if (/rate_limit/.test(type)) return 429;
+  if (/overloaded/.test(type)) return 529;
+  if (/^(server_error|api_error|internal_error|internal_server_error)$/.test(type)) return 500;
+  return undefined;
+}
+
+function streamError(e: unknown): StreamError | undefined {
+  if (!e || typeof e !== "object") return undefined;
+  // `ai` normalizes a stream's error payload to an AI_StreamProviderError (type, code,
+  // statusCode); other Errors (HTTP answers, fetch failures) are not stream errors
+  if (e instanceof Error && e.name !== "AI_StreamProviderError") return undefined;
+  const o = e as Record<string, unknown>;
+  if (typeof o.message !== "string") return undefined;
+  const type = typeof o.type === "string"
+    ? o.type
+    : typeof o.code === "string"
+    ? o.code
+    : undefined;
+  const status = typeof o.statusCode === "number"
+    ? o.statusCode
+    : type === undefined
+    ? undefined
+    : statusOfType(type);
+  return {
+    message: o.message,
+    ...(status !== undefined ? { status } : {}),
+    ...(type ? { type } : {}),
+  };
+}
+
 /** True when the connection was refused (Deno reports it only in a cause's message). */
 function refused(e: unknown): boolean {
   for (let c = e, i = 0; c && typeof c === "object" && i < 5; c = (c as ApiError).cause, i++) {
@@ -96,6 +143,14 @@ export function mapError(e: unknown, key: string | undefined): CtxError {
     return new CtxError(
       errnoOfStatus(api.statusCode),
       redact(`provider answered HTTP ${api.statusCode}: ${api.message ?? ""}`.trim()),
+    );
+  }
+  const se = streamError(e);
+  if (se) {
+    const what = se.type ? `${se.type}: ${se.message}` : se.message;
+    return new CtxError(
+      se.status === undefined ? "EIO" : errnoOfStatus(se.status),
+      redact(`provider sent an error in its stream: ${what}`),
     );
   }
   if (refused(e)) return new CtxError("ECONNREFUSED", "provider refused the connection");
@@ -272,7 +327,8 @@ async function* once(
 /**
  * A driver on the AI SDK for one wire format: `base_url` from the model's `default` (or the
  * wire's default URL), the key from the host's secret store, the SDK's own retries off and ours
- * on: a try that fails with 429, 5xx or a refused connection before any output is tried again
+ * on: a try that fails with 429, 5xx (an HTTP answer, or an error event in a 200 stream that
+ * stands for one) or a refused connection before any output is tried again
  * (at most {@link MAX_RETRIES} more; Retry-After honoured, else backoff); everything else, and
  * the last failure, is thrown as a CtxError with a stable errno (the key redacted).
  */
@@ -302,8 +358,10 @@ export function sdkDriver(wire: SdkWire): Driver {
         } catch (e) {
           if (request.signal.aborted) return;
           const api = apiError(e);
+          // a stream's error event counts as the status it stands for (Anthropic
+          // overloaded_error as 529, a Chat Completions server_error chunk as 500)
           const again = !output && n < MAX_RETRIES &&
-            (retryable(api?.statusCode) || refused(e));
+            (retryable(api?.statusCode ?? streamError(e)?.status) || refused(e));
           if (!again) throw mapError(e, key);
           await sleep(delayOf(n, api?.responseHeaders), request.signal);
           if (request.signal.aborted) return;
