@@ -276,6 +276,9 @@ async function* once(
     messages: sdkMessages(request.messages) as any,
     allowSystemInMessages: true,
     ...(request.tools?.length ? { tools } : {}),
+    // the model's `effort`, provider-neutral: each package maps it (reasoning_effort,
+    // reasoning.effort, Anthropic thinking/effort) or drops it for a model without reasoning
+    ...(request.config?.effort ? { reasoning: request.config.effort } : {}),
     // deno-lint-ignore no-explicit-any
     ...(wire.options ? { providerOptions: wire.options as any } : {}),
     maxRetries: 0,

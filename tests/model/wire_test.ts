@@ -327,6 +327,49 @@ Deno.test("openai-chat: a model without base_url in its default uses its provide
   }
 });
 
+/** What each wire sends for a model's `effort` (and sends nothing for `auto`). */
+const EFFORT: [
+  driver: string,
+  dir: string,
+  path: string,
+  id: string,
+  sent: (b: Item) => unknown,
+][] = [
+  ["openai-chat", "openai", "/v1/chat/completions", "fixture-model", (b) => b.reasoning_effort],
+  [
+    "openai-responses",
+    "responses",
+    "/v1/responses",
+    "o4-mini",
+    (b) => (b.reasoning as Item | undefined)?.effort,
+  ],
+  [
+    "anthropic-messages",
+    "anthropic",
+    "/v1/messages",
+    "claude-sonnet-4-5",
+    (b) => (b.thinking as Item | undefined)?.type,
+  ],
+];
+for (const [driver, dir, path, id, sent] of EFFORT) {
+  Deno.test(`${driver}: the model's effort control is the request's reasoning effort; auto sends none`, async () => {
+    const server = new OpenAIServer({ path });
+    const effort = (f: { root: string }, v: string) =>
+      Deno.writeTextFileSync(`${f.root}/model/fixture/chat.d/effort`, `${v}\n`);
+    const w = await world(server, { driver, id, prepare: (f) => effort(f, "high") });
+    server.push(fixture("plain", dir), fixture("plain", dir));
+    try {
+      assertEquals((await send(w, "one")).code, 0);
+      effort(w.f, "auto"); // read again by the next run (no restart)
+      assertEquals((await send(w, "two")).code, 0);
+      const want = driver === "anthropic-messages" ? "enabled" : "high";
+      assertEquals(server.requests.map((r) => sent(r.body)), [want, undefined]);
+    } finally {
+      await end(w, server);
+    }
+  });
+}
+
 /** Live servers, when reachable: the same plain answer and tool call against the real API. */
 const LIVE: Record<string, string> = {
   "openai-responses": "CTX_TEST_RESPONSES",
