@@ -3,6 +3,7 @@ import { assert, assertEquals } from "../assert.ts";
 import { replaceFile } from "../../src/store/atomic.ts";
 import { modelEntry } from "../../src/store/tree.ts";
 import { cleanup, type Daemon, makeTree, sh, startDaemon } from "../fuse/fixture.ts";
+import { ctx } from "../ctx/run.ts";
 
 /** Writes model `ref` into the tree at `root` with `driver` (and `id`), no `limit` file. */
 function model(root: string, ref: string, o: { driver: string; id?: string }): void {
@@ -21,8 +22,8 @@ Deno.test("limit: providers.d, then the stored file, then the catalog, then unkn
   Deno.mkdirSync(providers);
   const put = (name: string, v: unknown) =>
     Deno.writeTextFileSync(`${providers}/${name}`, typeof v === "string" ? v : JSON.stringify(v));
-  // above the stored limit 131072 of debug/echo
-  put("debug.json", { name: "debug", models: ["echo"], model_limits: { echo: 4096 } });
+  // above the stored limit 131072 of debug/echo: so small that no run fits
+  put("debug.json", { name: "debug", models: ["echo"], model_limits: { echo: 200 } });
   // keyed by the native id (`id` control), not the path component
   put("local.json", {
     base_url: "http://127.0.0.1:9/v1",
@@ -44,7 +45,7 @@ Deno.test("limit: providers.d, then the stored file, then the catalog, then unkn
     const read = (ref: string) => Deno.readTextFileSync(`${m}/${ref}.d/limit`);
     assertEquals(
       ["debug/echo", "debug/script", "openai/gpt-4o", "local/llama", "odd/thing"].map(read),
-      ["4096\n", "131072\n", "128000\n", "32768\n", "unknown\n"],
+      ["200\n", "131072\n", "128000\n", "32768\n", "unknown\n"],
     );
     // listed whether or not a file is stored, read-only, root's
     const names = [...Deno.readDirSync(`${m}/openai/gpt-4o.d`)].map((e) => e.name).sort();
@@ -63,11 +64,19 @@ Deno.test("limit: providers.d, then the stored file, then the catalog, then unkn
       [...Deno.readDirSync(`${tree.root}/model/openai/gpt-4o.d`)].map((e) => e.name),
       ["driver"],
     );
-    // the host limit is the one write checks use: coder is on debug/echo
+    // the host limit is the one runs use (coder is on debug/echo, window auto: its instance read
+    // providers.d itself) ...
+    const run = await ctx(["agent", "send", "coder", "hi"], { env: { CTX_ROOT: tree.mount } });
+    assertEquals(run.code, 2, JSON.stringify(run)); // E2BIG
+    assert(
+      run.stderr.includes("but the window of 200 tokens of debug/echo admits 600 bytes"),
+      run.stderr,
+    );
+    // ... and write checks use
     const win = `${tree.mount}/agent/coder.d/window`;
-    assertEquals((await sh(`echo 5000 > ${win}`)).code, 1);
-    assertEquals((await sh(`echo 4096 > ${win}`)).code, 0);
-    assertEquals(Deno.readTextFileSync(win), "4096\n");
+    assertEquals((await sh(`echo 201 > ${win}`)).code, 1);
+    assertEquals((await sh(`echo 200 > ${win}`)).code, 0);
+    assertEquals(Deno.readTextFileSync(win), "200\n");
     // a model that does not exist has no limit
     assertEquals((await sh(`cat ${m}/odd/none.d/limit`)).code, 1);
     const log = d.log();
