@@ -97,6 +97,7 @@ function statusOfType(type: string): number | undefined {
   if (/rate_limit/.test(type)) return 429;
   if (/overloaded/.test(type)) return 529;
   if (/^(server_error|api_error|internal_error|internal_server_error)$/.test(type)) return 500;
+  if (/invalid_request/.test(type)) return 400;
   return undefined;
 }
 
@@ -107,20 +108,15 @@ function streamError(e: unknown): StreamError | undefined {
   if (e instanceof Error && e.name !== "AI_StreamProviderError") return undefined;
   const o = e as Record<string, unknown>;
   if (typeof o.message !== "string") return undefined;
-  const type = typeof o.type === "string"
-    ? o.type
-    : typeof o.code === "string"
-    ? o.code
-    : undefined;
+  // a Responses `error` event has type "error" and says what in `code`
+  const words = [o.type, o.code].filter((v): v is string => typeof v === "string" && v !== "error");
   const status = typeof o.statusCode === "number"
     ? o.statusCode
-    : type === undefined
-    ? undefined
-    : statusOfType(type);
+    : words.map(statusOfType).find((n) => n !== undefined);
   return {
     message: o.message,
     ...(status !== undefined ? { status } : {}),
-    ...(type ? { type } : {}),
+    ...(words.length ? { type: words[0] } : {}),
   };
 }
 

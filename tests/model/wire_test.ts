@@ -212,6 +212,19 @@ Deno.test("openai-responses: response.failed before any output is retried as a s
   }
 });
 
+Deno.test("openai-responses: an error event (code server_error) before any output is retried; the next try answers", async () => {
+  const server = new OpenAIServer({ path: "/v1/responses" });
+  const w = await world(server, { driver: "openai-responses" });
+  server.push(fixture("error_event", "responses"), fixture("plain", "responses"));
+  try {
+    const out = await send(w, "one");
+    assertEquals([out.code, out.stdout.trim()], [0, "Hello, world."], out.stderr);
+    assertEquals(server.requests.length, 2);
+  } finally {
+    await end(w, server);
+  }
+});
+
 Deno.test("openai-responses: a function call with empty arguments is a call with {}", async () => {
   const server = new OpenAIServer({ path: "/v1/responses" });
   const w = await world(server, { driver: "openai-responses" });
