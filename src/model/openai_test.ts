@@ -133,3 +133,34 @@ Deno.test("mapError() gives an error event of a 200 stream the errno of the stat
     ["EIO", "provider request failed: not a stream error"],
   ]);
 });
+
+Deno.test("sdkMessages() puts a tool-call turn's kept reasoning parts before its text", () => {
+  const signed = {
+    type: "reasoning",
+    text: "t",
+    providerOptions: { anthropic: { signature: "s" } },
+  };
+  assertEquals(
+    sdkMessages([
+      { role: "assistant", content: "a", tool_calls: [{ id: "c1", name: "tsh", arguments: {} }] },
+      { role: "assistant", content: "b", tool_calls: [{ id: "c2", name: "tsh", arguments: {} }] },
+    ], { reasoning: (id) => (id === "c1" ? [signed] : undefined) }),
+    [
+      {
+        role: "assistant",
+        content: [
+          signed,
+          { type: "text", text: "a" },
+          { type: "tool-call", toolCallId: "c1", toolName: "tsh", input: {} },
+        ],
+      },
+      {
+        role: "assistant",
+        content: [
+          { type: "text", text: "b" },
+          { type: "tool-call", toolCallId: "c2", toolName: "tsh", input: {} },
+        ],
+      },
+    ],
+  );
+});

@@ -167,8 +167,40 @@ function stopOf(reason: string | undefined): StopReason {
   return "other";
 }
 
-/** The AI SDK message array of a rendered conversation. */
-export function sdkMessages(messages: ChatMessage[]): unknown[] {
+/**
+ * Signed reasoning of recent tool-call turns, by the turn's first tool call id: the AI SDK
+ * reasoning parts (text + the provider's metadata, e.g. Anthropic's `signature`) that must go back
+ * with that assistant turn (Anthropic refuses a tool loop with thinking on otherwise). Memory of
+ * this process only, the newest {@link KEPT_TURNS} turns; never recorded, never shown to agents.
+ * Reasoning without provider metadata (Chat Completions `reasoning_content`) is not kept: some
+ * compatible servers refuse it in a request.
+ */
+const kept = new Map<string, unknown[]>();
+/** Turns whose signed reasoning is kept. */
+const KEPT_TURNS = 64;
+
+function keep(callId: string, parts: unknown[]): void {
+  kept.delete(callId);
+  kept.set(callId, parts);
+  // deno-lint-ignore no-non-null-assertion
+  while (kept.size > KEPT_TURNS) kept.delete(kept.keys().next().value!); // size > 0: a key exists
+}
+
+/** The reasoning parts kept for the assistant turn whose first tool call is `callId`. */
+export function keptReasoning(callId: string): unknown[] | undefined {
+  return kept.get(callId);
+}
+
+/**
+ * The AI SDK message array of a rendered conversation. An assistant turn with tool calls gets the
+ * reasoning parts `reasoning(firstCallId)` gives (default: the signed reasoning this process kept)
+ * before its text.
+ */
+export function sdkMessages(
+  messages: ChatMessage[],
+  options: { reasoning?: (callId: string) => unknown[] | undefined } = {},
+): unknown[] {
+  const reasoning = options.reasoning ?? keptReasoning;
   return messages.map((m) => {
     switch (m.role) {
       case "system":
@@ -179,6 +211,7 @@ export function sdkMessages(messages: ChatMessage[]): unknown[] {
         return {
           role: "assistant",
           content: [
+            ...(reasoning(m.tool_calls[0].id) ?? []),
             ...(m.content ? [{ type: "text", text: m.content }] : []),
             ...m.tool_calls.map((c) => ({
               type: "tool-call",
@@ -283,8 +316,23 @@ async function* once(
   });
   let usage = { input_tokens: 0, output_tokens: 0 };
   let reason: StopReason = "other";
+  // this turn's reasoning blocks by id, with the provider metadata they carry (signatures)
+  const thoughts = new Map<string, { text: string; meta: Record<string, unknown> }>();
+  const think = (id: string, text: string, meta: unknown) => {
+    const t = thoughts.get(id) ?? { text: "", meta: {} };
+    t.text += text;
+    for (const [k, v] of Object.entries(plain(meta))) {
+      t.meta[k] = { ...plain(t.meta[k]), ...plain(v) };
+    }
+    thoughts.set(id, t);
+  };
+  let firstCall: string | undefined;
   for await (const part of result.fullStream) {
     switch (part.type) {
+      case "reasoning-start":
+      case "reasoning-end":
+        think(part.id, "", part.providerMetadata);
+        break;
       case "text-delta":
         if (part.text !== "") {
           o.onOutput();
@@ -292,12 +340,14 @@ async function* once(
         }
         break;
       case "reasoning-delta":
+        think(part.id, part.text, part.providerMetadata);
         if (part.text !== "") {
           o.onOutput();
           yield { type: "reasoning_delta", text: part.text };
         }
         break;
       case "tool-call":
+        firstCall ??= part.toolCallId;
         o.onOutput();
         yield {
           type: "tool_call",
@@ -318,6 +368,15 @@ async function* once(
       case "abort":
         return;
     }
+  }
+  const signed = [...thoughts.values()].filter((t) =>
+    Object.values(t.meta).some((v) => Object.keys(plain(v)).length > 0)
+  );
+  if (firstCall !== undefined && signed.length) {
+    keep(
+      firstCall,
+      signed.map((t) => ({ type: "reasoning", text: t.text, providerOptions: t.meta })),
+    );
   }
   yield { type: "usage", ...usage };
   yield { type: "finish", reason };

@@ -383,6 +383,29 @@ for (const [driver, dir, path, id, sent] of EFFORT) {
   });
 }
 
+Deno.test("anthropic-messages: with effort on, a tool loop sends the turn's signed thinking block back before its tool_use", async () => {
+  const server = new OpenAIServer({ path: "/v1/messages" });
+  const w = await world(server, {
+    driver: "anthropic-messages",
+    id: "claude-sonnet-4-5",
+    prepare: (f) => Deno.writeTextFileSync(`${f.root}/model/fixture/chat.d/effort`, "high\n"),
+  });
+  server.push(fixture("thinking_tool", "anthropic"), fixture("after_tool", "anthropic"));
+  try {
+    const out = await send(w, "read hello.txt");
+    assertEquals(out.code, 0, out.stderr);
+    const assistant = items(server.requests[1].body.messages).find((m) => m.role === "assistant");
+    assertEquals(items(assistant?.content).map((p) => p.type), ["thinking", "tool_use"]);
+    assertEquals(items(assistant?.content)[0], {
+      type: "thinking",
+      thinking: "The user wants a greeting.",
+      signature: "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds",
+    });
+  } finally {
+    await end(w, server);
+  }
+});
+
 /** Live servers, when reachable: the same plain answer and tool call against the real API. */
 const LIVE: Record<string, string> = {
   "openai-responses": "CTX_TEST_RESPONSES",
