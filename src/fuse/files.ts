@@ -28,6 +28,8 @@ const ESTALE = 116;
 const KEEP = libc.O.ACCMODE | libc.O.APPEND | libc.O.TRUNC | 0o4010000;
 /** `fuse_open_out.open_flags`: FOPEN_DIRECT_IO, for everything whose bytes are not a plain file's. */
 const DIRECT = 1;
+/** SETATTR bits that change a file's size or times. */
+const CHANGES = FATTR.SIZE | FATTR.ATIME | FATTR.MTIME | FATTR.ATIME_NOW | FATTR.MTIME_NOW;
 
 const SECURITY_CAPABILITY = libc.cstr("security.capability");
 const S_ISUID = 0o4000;
@@ -440,6 +442,8 @@ export class Files {
     }
     if (kind === "control") {
       if (v & (FATTR.MODE | FATTR.UID | FATTR.GID)) return -E.EROFS;
+      // a computed control (a model's `limit`) has no file whose size or times could change
+      if (t.virtualText(kind, path) !== null && v & CHANGES) return -E.EROFS;
       if (v & FATTR.SIZE) {
         if (h?.t === "control" && h.writer) {
           const r = h.writer.truncate(a.size);

@@ -56,8 +56,17 @@ Deno.test("limit: providers.d, then the stored file, then the catalog, then unkn
       const w = await sh(`echo 5 > ${m}/${ref}.d/limit`);
       assertEquals([ref, w.code, /Read-only file system/.test(w.stderr)], [ref, 1, true]);
     }
-    const t = await sh(`truncate -s 0 ${m}/openai/gpt-4o.d/limit`);
-    assertEquals(t.code, 1);
+    const lim = `${m}/openai/gpt-4o.d/limit`;
+    const tries = await sh(
+      `for c in 'truncate -s 0 ${lim}' 'rm -f ${lim}' 'chmod 644 ${lim}' 'touch ${lim}' ` +
+        `'cp ${lim} ${m}/openai/gpt-4o.d/.limit.tmp-1-ab'; do $c 2>/dev/null; echo "\${c%% *}=$?"; done; ` +
+        `mv ${m}/openai/gpt-4o.d/.limit.tmp-1-ab ${lim} 2>&1; echo "mv=$?"`,
+    );
+    assertEquals(
+      tries.stdout.replace(/mv: .*\n/, ""),
+      "truncate=1\nrm=1\nchmod=1\ntouch=1\ncp=0\nmv=1\n",
+    );
+    assert(/Read-only file system/.test(tries.stdout), tries.stdout);
     assertEquals(read("openai/gpt-4o"), "128000\n");
     // no file appeared behind the mount
     assertEquals(
