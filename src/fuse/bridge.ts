@@ -9,7 +9,7 @@ import { knownLimit } from "../store/agent.ts";
 import { formatLimit } from "../abi/window.ts";
 
 export { checkControl, writeControl };
-export { type HostConfig, readHostConfig, useHostConfig } from "../store/providers.ts";
+export { type HostConfig, useHostConfig } from "../store/providers.ts";
 
 /** Which control `abiPath` names (agent, model, tool, or a user-tier object in home/<uid>/), or null. */
 export function controlPath(abiPath: string): ControlRef | null {
