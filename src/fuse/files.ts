@@ -119,6 +119,10 @@ export class Files {
       case "stage":
       case "ro": {
         if (kind === "ro" && (writing || flags & libc.O.TRUNC)) return -E.EROFS;
+        const text = kind === "ro" ? t.virtualText(kind, path) : null;
+        if (text !== null) {
+          return t.openOut(out, 0, t.fh({ t: "bytes", data: enc.encode(text) }), DIRECT);
+        }
         const fd = this.#openFile(path, flags & KEEP);
         if (fd < 0) return fd;
         if (flags & libc.O.TRUNC && req.arg.open_flags & OPEN_KILL_SUIDGID) {

@@ -47,6 +47,16 @@ Deno.test("limit: providers.d, then the stored file, then the catalog, then unkn
       ["debug/echo", "debug/script", "openai/gpt-4o", "local/llama", "odd/thing"].map(read),
       ["200\n", "131072\n", "128000\n", "32768\n", "unknown\n"],
     );
+    // the entry's metadata says the same (stored with context_length=unknown or 131072)
+    for (const [ref, want] of [["openai/gpt-4o", 128000], ["debug/echo", 200]] as const) {
+      const entry = Deno.readTextFileSync(`${m}/${ref}`);
+      const line = entry.split("\n").find((l) => l.startsWith("context_length="));
+      assertEquals([ref, line, Deno.statSync(`${m}/${ref}`).size], [
+        ref,
+        `context_length=${want}`,
+        new TextEncoder().encode(entry).length,
+      ]);
+    }
     // listed whether or not a file is stored, read-only, root's
     const names = [...Deno.readDirSync(`${m}/openai/gpt-4o.d`)].map((e) => e.name).sort();
     assertEquals(names, ["driver", "limit"]);
