@@ -147,6 +147,12 @@ async function main(flags: Flags): Promise<number> {
       { path: root },
     );
   }
+  // Host provider configuration (limits, base URLs): read once, here, for the process's life;
+  // a bad file is named and ignored, never fatal. Instances inherit CORTEXFS_PROVIDERS.
+  const { hostConfig } = await import("../src/store/providers.ts");
+  const host = hostConfig({ log: (l) => console.error(`cortexfsd: ${l}`) });
+  const used = Object.keys(host.providers).length;
+  if (used) console.error(`cortexfsd: ${used} provider file(s) from ${host.dir}`);
   const generation = currentName(storage) ?? "";
   // Held for the process lifetime: `ctx storage update` refuses to migrate, and --prune to remove,
   // a generation a running daemon serves. The kernel drops the lock however this process ends.
@@ -179,6 +185,7 @@ async function main(flags: Flags): Promise<number> {
     debug: flags.debug,
     waitMs: flags.loopWait === undefined ? undefined : Number(flags.loopWait),
     fusermount: flags.fusermount,
+    host,
   });
   console.error(`cortexfsd: serving generation ${generation} at ${mount} (${handle.mounted.via})`);
 

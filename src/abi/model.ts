@@ -168,6 +168,29 @@ export function formatModelId(id: string): string {
   return `${id}\n`;
 }
 
+/**
+ * A provider base URL (`default`'s `base_url`, a providers.d file's): http(s), no credentials,
+ * query or hash; trailing slashes dropped. EINVAL `"<control>": <at>: ...` otherwise.
+ */
+export function parseBaseURL(value: string, o: { control: string; at: string }): string {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw invalid(o.control, `${o.at}: base_url ${quote(value)} is not a URL`);
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") {
+    throw invalid(o.control, `${o.at}: base_url ${quote(value)} is not http(s)`);
+  }
+  if (url.username || url.password || url.search || url.hash) {
+    throw invalid(
+      o.control,
+      `${o.at}: base_url ${quote(value)} has credentials, a query or a hash`,
+    );
+  }
+  return value.replace(/\/+$/, "");
+}
+
 /** Keys of a model's `default` control; a secret is never one of them. */
 export const DEFAULT_KEYS = ["base_url", "slot", "script"] as const;
 
@@ -175,24 +198,8 @@ const SLOT = /^[a-z0-9][a-z0-9._-]{0,63}$/;
 
 function defaultValue(key: string, value: string, at: string): string {
   switch (key) {
-    case "base_url": {
-      let url: URL;
-      try {
-        url = new URL(value);
-      } catch {
-        throw invalid("default", `${at}: base_url ${quote(value)} is not a URL`);
-      }
-      if (url.protocol !== "http:" && url.protocol !== "https:") {
-        throw invalid("default", `${at}: base_url ${quote(value)} is not http(s)`);
-      }
-      if (url.username || url.password || url.search || url.hash) {
-        throw invalid(
-          "default",
-          `${at}: base_url ${quote(value)} has credentials, a query or a hash`,
-        );
-      }
-      return value.replace(/\/+$/, "");
-    }
+    case "base_url":
+      return parseBaseURL(value, { control: "default", at });
     case "slot":
       if (!SLOT.test(value)) {
         throw invalid("default", `${at}: slot ${quote(value)} is not [a-z0-9][a-z0-9._-]*`);

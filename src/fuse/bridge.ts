@@ -5,8 +5,11 @@ import { parseOwner } from "../abi/identity.ts";
 import { isName } from "../abi/names.ts";
 import { replaceFile } from "../store/atomic.ts";
 import { checkControl, classify, type ControlRef, writeControl } from "../store/control.ts";
+import { knownLimit } from "../store/agent.ts";
+import { formatLimit } from "../abi/window.ts";
 
 export { checkControl, writeControl };
+export { type HostConfig, useHostConfig } from "../store/providers.ts";
 
 /** Which control `abiPath` names (agent, model, tool, or a user-tier object in home/<uid>/), or null. */
 export function controlPath(abiPath: string): ControlRef | null {
@@ -230,4 +233,44 @@ export function controlKind(abiPath: string): "control" | "readonly" | "unknown"
 export function secretControl(abiPath: string): boolean {
   const ref = classify(abiPath);
   return ref !== null && isSecretControl(ref.kind, ref.control);
+}
+
+/** Largest model entry whose `context_length=` line the mount rewrites (larger ones are shown as stored). */
+const MAX_ENTRY_TEXT = 65536;
+
+/** The effective limit of model `object` (`<provider>/<model>`) as a line's value, or null when it has no `.d/`. */
+function limitText(root: string, object: string): string | null {
+  const dir = `${root}/model/${object}.d`;
+  if (!Deno.lstatSync(dir).isDirectory) return null;
+  const [provider, model] = object.split("/");
+  return formatLimit(knownLimit(dir, provider, model));
+}
+
+/**
+ * The text the mount shows for a file it computes rather than reads: `model/<p>/<m>.d/limit` of
+ * an existing model object is its effective limit (host configuration, stored file, catalog,
+ * `unknown`: src/store/agent.ts `knownLimit`), whether or not a `limit` file is stored; the model
+ * entry `model/<p>/<m>` is its stored metadata with the `context_length=` line saying the same
+ * limit. Null for every other path (and for a model that does not exist: read as it is).
+ */
+export function projectedText(root: string, abiPath: string): string | null {
+  if (!abiPath.startsWith("model/")) return null;
+  try {
+    if (abiPath.endsWith(".d/limit")) {
+      const ref = classify(abiPath);
+      if (ref === null || ref.base !== "model" || ref.control !== "limit") return null;
+      return limitText(root, ref.object);
+    }
+    const parts = abiPath.split("/");
+    if (parts.length !== 3 || parts[2].endsWith(".d") || parts[2].startsWith(".")) return null;
+    const st = Deno.lstatSync(`${root}/${abiPath}`);
+    if (!st.isFile || st.size > MAX_ENTRY_TEXT) return null;
+    const text = Deno.readTextFileSync(`${root}/${abiPath}`);
+    if (!/^context_length=.*$/m.test(text)) return null;
+    const limit = limitText(root, `${parts[1]}/${parts[2]}`);
+    if (limit === null) return null;
+    return text.replace(/^context_length=.*$/m, `context_length=${limit.trimEnd()}`);
+  } catch {
+    return null; // not there (or a broken `id`/`limit` file): read as it is
+  }
 }

@@ -72,6 +72,8 @@ export class Dirs {
       }
     }
     if (kind === "cdir") {
+      // a model's computed `limit` is listed whether or not the backing tree stores one
+      if (t.o.projected?.(join(path, "limit")) != null) extra.push(["limit", DT.REG]);
       for (const p of t.temps.keys()) {
         if (parentOf(p) === path) extra.push([baseOf(p), DT.REG]);
       }

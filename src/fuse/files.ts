@@ -28,6 +28,8 @@ const ESTALE = 116;
 const KEEP = libc.O.ACCMODE | libc.O.APPEND | libc.O.TRUNC | 0o4010000;
 /** `fuse_open_out.open_flags`: FOPEN_DIRECT_IO, for everything whose bytes are not a plain file's. */
 const DIRECT = 1;
+/** SETATTR bits that change a file's size or times. */
+const CHANGES = FATTR.SIZE | FATTR.ATIME | FATTR.MTIME | FATTR.ATIME_NOW | FATTR.MTIME_NOW;
 
 const SECURITY_CAPABILITY = libc.cstr("security.capability");
 const S_ISUID = 0o4000;
@@ -117,6 +119,10 @@ export class Files {
       case "stage":
       case "ro": {
         if (kind === "ro" && (writing || flags & libc.O.TRUNC)) return -E.EROFS;
+        const text = kind === "ro" ? t.virtualText(kind, path) : null;
+        if (text !== null) {
+          return t.openOut(out, 0, t.fh({ t: "bytes", data: enc.encode(text) }), DIRECT);
+        }
         const fd = this.#openFile(path, flags & KEEP);
         if (fd < 0) return fd;
         if (flags & libc.O.TRUNC && req.arg.open_flags & OPEN_KILL_SUIDGID) {
@@ -145,6 +151,12 @@ export class Files {
           if (req.uid !== 0 && req.uid !== temp.uid) return -E.EACCES;
           if (writing && flags & libc.O.TRUNC) temp.len = 0;
           return t.openOut(out, 0, t.fh({ t: "temp", temp }), DIRECT);
+        }
+        const text = t.virtualText(kind, path);
+        if (text !== null) {
+          // computed (a model's `limit`): read-only for everyone, root included
+          if (writing || flags & libc.O.TRUNC) return -E.EROFS;
+          return t.openOut(out, 0, t.fh({ t: "bytes", data: enc.encode(text) }), DIRECT);
         }
         if (!t.mayRead(path, req.uid)) return -E.EACCES;
         if (!writing && !(flags & libc.O.TRUNC)) {
@@ -434,6 +446,8 @@ export class Files {
     }
     if (kind === "control") {
       if (v & (FATTR.MODE | FATTR.UID | FATTR.GID)) return -E.EROFS;
+      // a computed control (a model's `limit`) has no file whose size or times could change
+      if (t.virtualText(kind, path) !== null && v & CHANGES) return -E.EROFS;
       if (v & FATTR.SIZE) {
         if (h?.t === "control" && h.writer) {
           const r = h.writer.truncate(a.size);

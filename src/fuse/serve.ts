@@ -5,8 +5,11 @@ import {
   commitControl,
   controlKind,
   creating,
+  type HostConfig,
   objectOwner,
+  projectedText,
   secretControl,
+  useHostConfig,
 } from "./bridge.ts";
 import { Conn } from "./conn.ts";
 import { CtxFs } from "./ctxfs.ts";
@@ -37,6 +40,11 @@ export interface MountServeOptions {
    * CAP_SYS_ADMIN, else every file stays served: spec/fuse.md "Passthrough").
    */
   passthrough?: boolean;
+  /**
+   * The host configuration the daemon read at its start (providers.d): used as this thread's
+   * own, so the mount reads the directory no second time. Absent: read on first use.
+   */
+  host?: HostConfig;
   /** Mount with fusermount3 even as root. */
   fusermount?: boolean;
   /** Log lines (default: stderr). */
@@ -110,6 +118,7 @@ export function startMount(options: MountServeOptions): MountHandle {
   libc.umask(0);
   const started = Date.now();
   const root = options.root;
+  if (options.host) useHostConfig(options.host);
   const fs = new CtxFs({
     root,
     run: options.run,
@@ -128,6 +137,7 @@ export function startMount(options: MountServeOptions): MountHandle {
     refused: refusals(log),
     controlKind,
     secret: secretControl,
+    projected: (abiPath) => projectedText(root, abiPath),
     owner: (abiPath) => objectOwner(root, abiPath),
     creating: (name) => creating(root, name),
     onAgent: options.onAgent,

@@ -32,6 +32,11 @@ export interface CtxFsOptions {
   controlKind: (abiPath: string) => "control" | "readonly" | "unknown";
   /** Whether a control can hold secrets (`env`): shown 0600 and opened only by its owner and root. */
   secret: (abiPath: string) => boolean;
+  /**
+   * The text of a file the mount computes, or null: a model's `limit` (read-only, 0444), a model
+   * entry with its `context_length=` line computed (the entry's own attributes, this size).
+   */
+  projected?: (abiPath: string) => string | null;
   /** Owner uid of the object a control directory belongs to. */
   owner: (abiPath: string) => number;
   /** Whether `agent/<name>` is still being created (its entry is absent). */
@@ -187,6 +192,7 @@ export class Tree {
       return text;
     }
     if (kind === "launcher") return this.o.bins[baseOf(path)];
+    if (kind === "control" || kind === "ro") return this.o.projected?.(path) ?? null;
     return null;
   }
 
@@ -226,6 +232,11 @@ export class Tree {
         });
       }
       case "control": {
+        const text = this.o.projected?.(path) ?? null;
+        if (text !== null) {
+          const size = enc.encode(text).length;
+          return virtualAttr(path, { mode: S.IFREG | 0o444, size, time: now });
+        }
         const temp = this.temps.get(path);
         if (temp) {
           // A temp is one writer's draft of a control, maybe a secret one (`sed -i env`): its
@@ -262,6 +273,9 @@ export class Tree {
         const st = this.lstat(path, info);
         if (typeof st === "number") return st;
         const a = fromStat(st);
+        // a model entry's `context_length=` line says the computed limit (bridge.ts)
+        const text = path.startsWith("model/") ? this.o.projected?.(path) ?? null : null;
+        if (text !== null) a.size = enc.encode(text).length;
         if (path === "agent") a.mode = S.IFDIR | SHARED_DIR; // anyone may start an agent
         else if ((a.mode & S.IFMT) !== S.IFLNK) a.mode &= ~0o222;
         // An agent entry is root's in the backing tree; its owner is shown (sticky agent/: the

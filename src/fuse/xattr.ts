@@ -85,7 +85,8 @@ export class Xattrs {
   /** The value of attribute `name` (without the prefix) of `f`, or null when there is none. */
   #value(f: Facts, name: string): string | null {
     const virtual = f.memory || f.kind === "root" || f.kind === "status" ||
-      f.kind === "sock" || f.kind === "launcher";
+      f.kind === "sock" || f.kind === "launcher" ||
+      (f.kind === "control" && this.#t.virtualText(f.kind, f.path) !== null); // a model's `limit`
     switch (name) {
       case "abi_path":
         return `/${f.path}`;

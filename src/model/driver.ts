@@ -41,6 +41,11 @@ export interface ModelConfig {
   id: string;
   /** `default` control keys (`base_url`, `slot`, `script`, ...). */
   defaults: Record<string, string>;
+  /**
+   * The `effort` control when it is not `auto`: the reasoning effort asked of the provider
+   * (each package maps it for its model); absent: the provider's default, nothing sent.
+   */
+  effort?: "low" | "medium" | "high" | "xhigh";
 }
 
 /** Who the call is for: the agent whose files a driver may read (as that uid), and the tree. */

@@ -1,6 +1,7 @@
 /** Model objects seen by the runtime: resolve a model's controls and pick the driver its `driver` names. */
 import { type Driver as Route, routeFor } from "../abi/model.ts";
 import { MODEL_CONTROLS } from "../abi/controls.ts";
+import type { Effort } from "../abi/choice.ts";
 import { CtxError } from "../abi/errno.ts";
 import { readControl, resolveModel } from "../store/agent.ts";
 import type { Driver, ModelConfig } from "./driver.ts";
@@ -59,11 +60,13 @@ export function modelFor(root: string, ref: string): ResolvedModel {
     throw new CtxError("ENOENT", `model ${JSON.stringify(ref)} has no driver control`);
   }
   const [provider, name] = real.split("/");
+  const effort = readControl<Effort>(dir, "effort", MODEL_CONTROLS.effort) ?? "auto";
   const config: ModelConfig = {
     ref: real,
     provider,
     id: readControl<string>(dir, "id", MODEL_CONTROLS.id) ?? name,
     defaults: readControl<Record<string, string>>(dir, "default", MODEL_CONTROLS.default) ?? {},
+    ...(effort !== "auto" ? { effort } : {}),
   };
   const names = routeFor(route, "agent");
   for (const n of names) if (Object.hasOwn(DRIVERS, n)) return { driver: DRIVERS[n], config };

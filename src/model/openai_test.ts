@@ -109,3 +109,58 @@ Deno.test("sdkMessages() turns tool calls and tool results into AI SDK parts", (
     ],
   );
 });
+
+Deno.test("mapError() gives an error event of a 200 stream the errno of the status it stands for", () => {
+  const normalized = (o: Record<string, unknown>) =>
+    Object.assign(new Error(String(o.message)), { name: "AI_StreamProviderError", ...o });
+  const rows = [
+    normalized({ message: "Overloaded", type: "overloaded_error", statusCode: 529 }),
+    normalized({ message: "slow down", type: "rate_limit_error" }),
+    normalized({ message: "boom", type: "error", code: "server_error" }),
+    { message: "raw chunk", type: "server_error", param: null, code: null },
+    { message: "odd", type: "invalid_request_error" },
+    new Error("not a stream error"),
+  ].map((e) => {
+    const err = mapError(e, undefined);
+    return [err.errno, err.message];
+  });
+  assertEquals(rows, [
+    ["EIO", "provider sent an error in its stream: overloaded_error: Overloaded"],
+    ["EAGAIN", "provider sent an error in its stream: rate_limit_error: slow down"],
+    ["EIO", "provider sent an error in its stream: server_error: boom"],
+    ["EIO", "provider sent an error in its stream: server_error: raw chunk"],
+    ["EINVAL", "provider sent an error in its stream: invalid_request_error: odd"],
+    ["EIO", "provider request failed: not a stream error"],
+  ]);
+});
+
+Deno.test("sdkMessages() puts a tool-call turn's kept reasoning parts before its text", () => {
+  const signed = {
+    type: "reasoning",
+    text: "t",
+    providerOptions: { anthropic: { signature: "s" } },
+  };
+  assertEquals(
+    sdkMessages([
+      { role: "assistant", content: "a", tool_calls: [{ id: "c1", name: "tsh", arguments: {} }] },
+      { role: "assistant", content: "b", tool_calls: [{ id: "c2", name: "tsh", arguments: {} }] },
+    ], { reasoning: (id) => (id === "c1" ? [signed] : undefined) }),
+    [
+      {
+        role: "assistant",
+        content: [
+          signed,
+          { type: "text", text: "a" },
+          { type: "tool-call", toolCallId: "c1", toolName: "tsh", input: {} },
+        ],
+      },
+      {
+        role: "assistant",
+        content: [
+          { type: "text", text: "b" },
+          { type: "tool-call", toolCallId: "c2", toolName: "tsh", input: {} },
+        ],
+      },
+    ],
+  );
+});

@@ -1,5 +1,14 @@
-/** What every AI SDK driver shares: the retry loop, provider error mapping, the neutral message array, the stream of canonical events. */
-import { CtxError, type Errno } from "../abi/errno.ts";
+/** What every AI SDK driver shares: the retry loop, the neutral message array, the stream of canonical events. */
+import { CtxError } from "../abi/errno.ts";
+import {
+  apiError,
+  delayOf,
+  mapError,
+  MAX_RETRIES,
+  refused,
+  retryable,
+  streamError,
+} from "./fault.ts";
 import type {
   ChatMessage,
   Driver,
@@ -9,59 +18,17 @@ import type {
   ToolSpec,
 } from "./driver.ts";
 import { readSecret } from "./secret.ts";
+import { hostBaseURL } from "../store/providers.ts";
 
-/** Retries after a 429 or 5xx answer (or a refused connection) before any output arrived. */
-export const MAX_RETRIES = 3;
-/** First backoff delay; doubled per retry, a Retry-After of at most {@link MAX_DELAY_MS} wins. */
-export const BASE_DELAY_MS = 200;
-/** Longest wait between two tries. */
-export const MAX_DELAY_MS = 8000;
-
-/** The errno of an HTTP status from a provider. */
-export function errnoOfStatus(status: number): Errno {
-  if (status === 401 || status === 403) return "EACCES";
-  if (status === 404) return "ENOENT";
-  if (status === 408) return "ETIMEDOUT";
-  if (status === 413) return "E2BIG";
-  if (status === 429) return "EAGAIN";
-  if (status >= 500) return "EIO";
-  if (status >= 400) return "EINVAL";
-  return "EPROTO";
-}
-
-/** True for answers worth another try: 429 and every 5xx. */
-export function retryable(status: number | undefined): boolean {
-  return status === 429 || (status !== undefined && status >= 500);
-}
-
-interface ApiError {
-  statusCode?: number;
-  responseHeaders?: Record<string, string>;
-  message?: string;
-  cause?: unknown;
-}
-
-function apiError(e: unknown): ApiError | undefined {
-  return e && typeof e === "object" && (e as { name?: string }).name === "AI_APICallError"
-    ? e as ApiError
-    : undefined;
-}
-
-/**
- * The delay before retry `n` (0-based): `retry-after-ms` (as OpenAI and Anthropic send it), else
- * Retry-After seconds, when given and bounded; else backoff.
- */
-export function delayOf(n: number, headers?: Record<string, string>): number {
-  const ms = headers?.["retry-after-ms"];
-  if (ms !== undefined && /^\d+(\.\d+)?$/.test(ms.trim())) {
-    return Math.min(MAX_DELAY_MS, Math.round(Number(ms)));
-  }
-  const after = headers?.["retry-after"];
-  if (after !== undefined && /^\d+(\.\d+)?$/.test(after.trim())) {
-    return Math.min(MAX_DELAY_MS, Math.round(Number(after) * 1000));
-  }
-  return Math.min(MAX_DELAY_MS, BASE_DELAY_MS * 2 ** n);
-}
+export {
+  BASE_DELAY_MS,
+  delayOf,
+  errnoOfStatus,
+  mapError,
+  MAX_DELAY_MS,
+  MAX_RETRIES,
+  retryable,
+} from "./fault.ts";
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
@@ -74,32 +41,6 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
     }
     signal.addEventListener("abort", done);
   });
-}
-
-/** True when the connection was refused (Deno reports it only in a cause's message). */
-function refused(e: unknown): boolean {
-  for (let c = e, i = 0; c && typeof c === "object" && i < 5; c = (c as ApiError).cause, i++) {
-    const { code, message } = c as { code?: unknown; message?: unknown };
-    if (code === "ECONNREFUSED") return true;
-    if (typeof message === "string" && /Connection refused|os error 111/.test(message)) return true;
-  }
-  return false;
-}
-
-/** A provider failure as a CtxError with a stable errno; `key` never appears in the message. */
-export function mapError(e: unknown, key: string | undefined): CtxError {
-  if (e instanceof CtxError) return e;
-  const redact = (s: string) => (key ? s.replaceAll(key, "<redacted>") : s);
-  const api = apiError(e);
-  if (api?.statusCode !== undefined) {
-    return new CtxError(
-      errnoOfStatus(api.statusCode),
-      redact(`provider answered HTTP ${api.statusCode}: ${api.message ?? ""}`.trim()),
-    );
-  }
-  if (refused(e)) return new CtxError("ECONNREFUSED", "provider refused the connection");
-  const msg = e instanceof Error ? e.message : String(e);
-  return new CtxError("EIO", redact(`provider request failed: ${msg}`));
 }
 
 function stopOf(reason: string | undefined): StopReason {
@@ -115,8 +56,40 @@ function stopOf(reason: string | undefined): StopReason {
   return "other";
 }
 
-/** The AI SDK message array of a rendered conversation. */
-export function sdkMessages(messages: ChatMessage[]): unknown[] {
+/**
+ * Signed reasoning of recent tool-call turns, by the turn's first tool call id: the AI SDK
+ * reasoning parts (text + the provider's metadata, e.g. Anthropic's `signature`) that must go back
+ * with that assistant turn (Anthropic refuses a tool loop with thinking on otherwise). Memory of
+ * this process only, the newest {@link KEPT_TURNS} turns; never recorded, never shown to agents.
+ * Reasoning without provider metadata (Chat Completions `reasoning_content`) is not kept: some
+ * compatible servers refuse it in a request.
+ */
+const kept = new Map<string, unknown[]>();
+/** Turns whose signed reasoning is kept. */
+const KEPT_TURNS = 64;
+
+function keep(callId: string, parts: unknown[]): void {
+  kept.delete(callId);
+  kept.set(callId, parts);
+  // deno-lint-ignore no-non-null-assertion
+  while (kept.size > KEPT_TURNS) kept.delete(kept.keys().next().value!); // size > 0: a key exists
+}
+
+/** The reasoning parts kept for the assistant turn whose first tool call is `callId`. */
+export function keptReasoning(callId: string): unknown[] | undefined {
+  return kept.get(callId);
+}
+
+/**
+ * The AI SDK message array of a rendered conversation. An assistant turn with tool calls gets the
+ * reasoning parts `reasoning(firstCallId)` gives (default: the signed reasoning this process kept)
+ * before its text.
+ */
+export function sdkMessages(
+  messages: ChatMessage[],
+  options: { reasoning?: (callId: string) => unknown[] | undefined } = {},
+): unknown[] {
+  const reasoning = options.reasoning ?? keptReasoning;
   return messages.map((m) => {
     switch (m.role) {
       case "system":
@@ -127,6 +100,7 @@ export function sdkMessages(messages: ChatMessage[]): unknown[] {
         return {
           role: "assistant",
           content: [
+            ...(reasoning(m.tool_calls[0].id) ?? []),
             ...(m.content ? [{ type: "text", text: m.content }] : []),
             ...m.tool_calls.map((c) => ({
               type: "tool-call",
@@ -220,6 +194,9 @@ async function* once(
     messages: sdkMessages(request.messages) as any,
     allowSystemInMessages: true,
     ...(request.tools?.length ? { tools } : {}),
+    // the model's `effort`, provider-neutral: each package maps it (reasoning_effort,
+    // reasoning.effort, Anthropic thinking/effort) or drops it for a model without reasoning
+    ...(request.config?.effort ? { reasoning: request.config.effort } : {}),
     // deno-lint-ignore no-explicit-any
     ...(wire.options ? { providerOptions: wire.options as any } : {}),
     maxRetries: 0,
@@ -228,8 +205,23 @@ async function* once(
   });
   let usage = { input_tokens: 0, output_tokens: 0 };
   let reason: StopReason = "other";
+  // this turn's reasoning blocks by id, with the provider metadata they carry (signatures)
+  const thoughts = new Map<string, { text: string; meta: Record<string, unknown> }>();
+  const think = (id: string, text: string, meta: unknown) => {
+    const t = thoughts.get(id) ?? { text: "", meta: {} };
+    t.text += text;
+    for (const [k, v] of Object.entries(plain(meta))) {
+      t.meta[k] = { ...plain(t.meta[k]), ...plain(v) };
+    }
+    thoughts.set(id, t);
+  };
+  let firstCall: string | undefined;
   for await (const part of result.fullStream) {
     switch (part.type) {
+      case "reasoning-start":
+      case "reasoning-end":
+        think(part.id, "", part.providerMetadata);
+        break;
       case "text-delta":
         if (part.text !== "") {
           o.onOutput();
@@ -237,12 +229,14 @@ async function* once(
         }
         break;
       case "reasoning-delta":
+        think(part.id, part.text, part.providerMetadata);
         if (part.text !== "") {
           o.onOutput();
           yield { type: "reasoning_delta", text: part.text };
         }
         break;
       case "tool-call":
+        firstCall ??= part.toolCallId;
         o.onOutput();
         yield {
           type: "tool_call",
@@ -264,6 +258,15 @@ async function* once(
         return;
     }
   }
+  const signed = [...thoughts.values()].filter((t) =>
+    Object.values(t.meta).some((v) => Object.keys(plain(v)).length > 0)
+  );
+  if (firstCall !== undefined && signed.length) {
+    keep(
+      firstCall,
+      signed.map((t) => ({ type: "reasoning", text: t.text, providerOptions: t.meta })),
+    );
+  }
   yield { type: "usage", ...usage };
   yield { type: "finish", reason };
 }
@@ -271,7 +274,8 @@ async function* once(
 /**
  * A driver on the AI SDK for one wire format: `base_url` from the model's `default` (or the
  * wire's default URL), the key from the host's secret store, the SDK's own retries off and ours
- * on: a try that fails with 429, 5xx or a refused connection before any output is tried again
+ * on: a try that fails with 429, 5xx (an HTTP answer, or an error event in a 200 stream that
+ * stands for one) or a refused connection before any output is tried again
  * (at most {@link MAX_RETRIES} more; Retry-After honoured, else backoff); everything else, and
  * the last failure, is thrown as a CtxError with a stable errno (the key redacted).
  */
@@ -280,7 +284,9 @@ export function sdkDriver(wire: SdkWire): Driver {
     name: wire.name,
     async *stream(request: ModelRequest): AsyncIterable<ModelEvent> {
       const config = request.config;
-      const baseURL = config?.defaults.base_url ?? wire.defaultURL;
+      // the model's own `default`, then the host's providers.d file, then the official endpoint
+      const baseURL = config?.defaults.base_url ??
+        (config && hostBaseURL(config.provider)) ?? wire.defaultURL;
       if (!config || !baseURL) {
         throw new CtxError(
           "EINVAL",
@@ -299,8 +305,10 @@ export function sdkDriver(wire: SdkWire): Driver {
         } catch (e) {
           if (request.signal.aborted) return;
           const api = apiError(e);
+          // a stream's error event counts as the status it stands for (Anthropic
+          // overloaded_error as 529, a Chat Completions server_error chunk as 500)
           const again = !output && n < MAX_RETRIES &&
-            (retryable(api?.statusCode) || refused(e));
+            (retryable(api?.statusCode ?? streamError(e)?.status) || refused(e));
           if (!again) throw mapError(e, key);
           await sleep(delayOf(n, api?.responseHeaders), request.signal);
           if (request.signal.aborted) return;

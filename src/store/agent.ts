@@ -1,5 +1,6 @@
 /** Loads agent, model and tool definitions from a tree, re-reading and parsing every control fresh. */
 import { catalogLimit } from "../abi/catalog.ts";
+import { hostLimit } from "./providers.ts";
 import {
   type Abi,
   AGENT_CONTROLS,
@@ -277,14 +278,17 @@ export function loadAgent(root: string, name: string, options: LoadAgentOptions 
 }
 
 /**
- * A model's known limit, by precedence: its `limit` control (host configuration, root's), then
- * the built-in catalog under `<provider>/<id>` (`id` control, else the model component), then
- * `unknown`.
+ * A model's known limit, by precedence (spec/models.md §1): host configuration (the providers.d
+ * file of `<provider>`, `model_limits` of the native id, then the model's stored `limit` file,
+ * root's), then the built-in catalog under `<provider>/<id>`, then `unknown`. The native id is the
+ * `id` control, else the model component.
  */
 export function knownLimit(dir: string, provider: string, model: string): Limit {
+  const id = readControl<string>(dir, "id", MODEL_CONTROLS.id) ?? model;
+  const host = hostLimit(provider, id);
+  if (host !== undefined) return host;
   const own = readControl<Limit>(dir, "limit", MODEL_CONTROLS.limit);
   if (own !== undefined) return own;
-  const id = readControl<string>(dir, "id", MODEL_CONTROLS.id) ?? model;
   return catalogLimit(provider, id) ?? "unknown";
 }
 

@@ -68,7 +68,11 @@ Deno.test("xattrs: every node answers user.cortexfs.{abi_path,kind,origin,storag
       "agent/coder": attrs("/agent/coder", "object", { bytes: size("agent/coder") }),
       "agent/coder.d": attrs("/agent/coder.d", "cdir", { bytes: size("agent/coder.d") }),
       "agent/coder.d/window": attrs("/agent/coder.d/window", "control", { bytes: 5 }),
-      "model/debug/echo.d/limit": attrs("/model/debug/echo.d/limit", "control", { bytes: 7 }),
+      // computed by the daemon (spec/models.md §1); debug/echo also stores a `limit` file
+      "model/debug/echo.d/limit": attrs("/model/debug/echo.d/limit", "control", {
+        virtual: true,
+        bytes: 7,
+      }),
     });
     // home/shared list only the backing file's own user.* names (none here); the projection's
     // attributes are still answered by name

@@ -212,6 +212,19 @@ Deno.test("openai-responses: response.failed before any output is retried as a s
   }
 });
 
+Deno.test("openai-responses: an error event (code server_error) before any output is retried; the next try answers", async () => {
+  const server = new OpenAIServer({ path: "/v1/responses" });
+  const w = await world(server, { driver: "openai-responses" });
+  server.push(fixture("error_event", "responses"), fixture("plain", "responses"));
+  try {
+    const out = await send(w, "one");
+    assertEquals([out.code, out.stdout.trim()], [0, "Hello, world."], out.stderr);
+    assertEquals(server.requests.length, 2);
+  } finally {
+    await end(w, server);
+  }
+});
+
 Deno.test("openai-responses: a function call with empty arguments is a call with {}", async () => {
   const server = new OpenAIServer({ path: "/v1/responses" });
   const w = await world(server, { driver: "openai-responses" });
@@ -230,18 +243,164 @@ Deno.test("openai-responses: a function call with empty arguments is a call with
   }
 });
 
-Deno.test("anthropic-messages: an error event inside a 200 stream (overloaded_error) is EIO, not retried; max_tokens ends the answer normally", async () => {
+Deno.test("anthropic-messages: an error event inside a 200 stream (overloaded_error) before any delta is retried like a 529; max_tokens ends the answer normally", async () => {
   const server = new OpenAIServer({ path: "/v1/messages" });
   const w = await world(server, { driver: "anthropic-messages" });
   server.push(fixture("overloaded_event", "anthropic"), fixture("max_tokens", "anthropic"));
   try {
+    const out = await send(w, "one");
+    assertEquals([out.code, out.stdout.trim()], [0, "Hello"], out.stderr);
+    assertEquals(server.requests.length, 2);
+    const { events } = history(w.f, "m");
+    assertEquals(types(events), ["start", "delta", "usage", "message", "done"]);
+    assertEquals(events.findLast((e) => e.type === "usage")?.stop, "length");
+  } finally {
+    await end(w, server);
+  }
+});
+
+Deno.test("anthropic-messages: an error event after a delta was shown is not retried: the delta once, then EIO", async () => {
+  const server = new OpenAIServer({ path: "/v1/messages" });
+  const w = await world(server, { driver: "anthropic-messages" });
+  server.push(fixture("overloaded_after_delta", "anthropic")); // a retry: "no reply queued"
+  try {
     assertEquals((await send(w, "one")).code !== 0, true);
-    const out = await send(w, "two");
-    assertEquals([out.code, out.stdout.trim()], [0, "Hello"]);
-    assertEquals(history(w.f, "m").events.findLast((e) => e.type === "usage")?.stop, "length");
-    const errors = history(w.f, "m").events.filter((e) => e.type === "error");
-    assertEquals(errors.map((e) => e.code), ["EIO"]);
-    assert(String(errors[0].message).includes("Overloaded"), String(errors[0].message));
+    assertEquals(server.requests.length, 1);
+    const { events } = history(w.f, "m");
+    assertEquals(types(events), ["start", "delta", "error", "done"]);
+    assertEquals(events[1].text, "Hello");
+    assertEquals([events[2].code, events[2].message, events[3].status], [
+      "EIO",
+      "provider sent an error in its stream: overloaded_error: Overloaded",
+      "error",
+    ]);
+  } finally {
+    await end(w, server);
+  }
+});
+
+Deno.test("openai-chat: an error chunk inside a 200 stream is retried before any delta (then answers, or EIO after 4 tries), never after one", async () => {
+  const server = new OpenAIServer();
+  const w = await world(server);
+  const err = fixture("stream_error");
+  server.push(err, fixture("plain"));
+  try {
+    const out = await send(w, "one");
+    assertEquals([out.code, out.stdout.trim()], [0, "Hello, world."], out.stderr);
+    assertEquals(server.requests.length, 2);
+    const first = history(w.f, "m").events.length;
+    assertEquals(types(history(w.f, "m").events), [
+      "start",
+      "delta",
+      "delta",
+      "usage",
+      "message",
+      "done",
+    ]);
+    // after "Hello" was streamed: no second try, the delta is not repeated
+    server.push(fixture("stream_error_after_delta")); // a retry would get "no reply queued"
+    assertEquals((await send(w, "two")).code !== 0, true);
+    assertEquals(server.requests.length, 3);
+    const two = history(w.f, "m").events.slice(first);
+    assertEquals(types(two), ["start", "delta", "error", "done"]);
+    assertEquals(two[1].text, "Hello");
+    const msg = "provider sent an error in its stream: server_error: The server had an error " +
+      "while processing your request. Sorry about that!";
+    assertEquals([two[2].code, two[2].message], ["EIO", msg]);
+    // every try fails the same way: 4 tries, then EIO
+    server.push(err, err, err, err);
+    assertEquals((await send(w, "three")).code !== 0, true);
+    assertEquals(server.requests.length, 7);
+    const last = history(w.f, "m").events.findLast((e) => e.type === "error");
+    assertEquals([last?.code, last?.message], ["EIO", msg]);
+  } finally {
+    await end(w, server);
+  }
+});
+
+Deno.test("openai-chat: a model without base_url in its default uses its provider's providers.d base_url", async () => {
+  const server = new OpenAIServer();
+  const providers = await Deno.makeTempDir({ prefix: "ctx-providers-" });
+  Deno.writeTextFileSync(
+    `${providers}/fixture.json`,
+    JSON.stringify({ base_url: server.baseURL }),
+  );
+  const w = await world(server, {
+    env: { CORTEXFS_PROVIDERS: providers },
+    prepare: (f) => Deno.removeSync(`${f.root}/model/fixture/chat.d/default`),
+  });
+  server.push(fixture("plain"));
+  try {
+    const out = await send(w, "one");
+    assertEquals([out.code, out.stdout.trim()], [0, "Hello, world."], out.stderr);
+    assertEquals(server.requests.map((r) => r.path), ["/v1/chat/completions"]);
+  } finally {
+    await end(w, server);
+    await Deno.remove(providers, { recursive: true });
+  }
+});
+
+/** What each wire sends for a model's `effort` (and sends nothing for `auto`). */
+const EFFORT: [
+  driver: string,
+  dir: string,
+  path: string,
+  id: string,
+  sent: (b: Item) => unknown,
+][] = [
+  ["openai-chat", "openai", "/v1/chat/completions", "fixture-model", (b) => b.reasoning_effort],
+  [
+    "openai-responses",
+    "responses",
+    "/v1/responses",
+    "o4-mini",
+    (b) => (b.reasoning as Item | undefined)?.effort,
+  ],
+  [
+    "anthropic-messages",
+    "anthropic",
+    "/v1/messages",
+    "claude-sonnet-4-5",
+    (b) => (b.thinking as Item | undefined)?.type,
+  ],
+];
+for (const [driver, dir, path, id, sent] of EFFORT) {
+  Deno.test(`${driver}: the model's effort control is the request's reasoning effort; auto sends none`, async () => {
+    const server = new OpenAIServer({ path });
+    const effort = (f: { root: string }, v: string) =>
+      Deno.writeTextFileSync(`${f.root}/model/fixture/chat.d/effort`, `${v}\n`);
+    const w = await world(server, { driver, id, prepare: (f) => effort(f, "high") });
+    server.push(fixture("plain", dir), fixture("plain", dir));
+    try {
+      assertEquals((await send(w, "one")).code, 0);
+      effort(w.f, "auto"); // read again by the next run (no restart)
+      assertEquals((await send(w, "two")).code, 0);
+      const want = driver === "anthropic-messages" ? "enabled" : "high";
+      assertEquals(server.requests.map((r) => sent(r.body)), [want, undefined]);
+    } finally {
+      await end(w, server);
+    }
+  });
+}
+
+Deno.test("anthropic-messages: with effort on, a tool loop sends the turn's signed thinking block back before its tool_use", async () => {
+  const server = new OpenAIServer({ path: "/v1/messages" });
+  const w = await world(server, {
+    driver: "anthropic-messages",
+    id: "claude-sonnet-4-5",
+    prepare: (f) => Deno.writeTextFileSync(`${f.root}/model/fixture/chat.d/effort`, "high\n"),
+  });
+  server.push(fixture("thinking_tool", "anthropic"), fixture("after_tool", "anthropic"));
+  try {
+    const out = await send(w, "read hello.txt");
+    assertEquals(out.code, 0, out.stderr);
+    const assistant = items(server.requests[1].body.messages).find((m) => m.role === "assistant");
+    assertEquals(items(assistant?.content).map((p) => p.type), ["thinking", "tool_use"]);
+    assertEquals(items(assistant?.content)[0], {
+      type: "thinking",
+      thinking: "The user wants a greeting.",
+      signature: "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds",
+    });
   } finally {
     await end(w, server);
   }

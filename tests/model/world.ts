@@ -61,6 +61,8 @@ export async function world(
     /** A key stored for provider `fixture` (slot default). */
     key?: string;
     prepare?: (f: Fixture, ws: string) => void;
+    /** More daemon environment (e.g. CORTEXFS_PROVIDERS). */
+    env?: Record<string, string>;
   } = {},
 ): Promise<World> {
   const f = await makeTree();
@@ -83,7 +85,7 @@ export async function world(
   Deno.mkdirSync(ws);
   Deno.writeTextFileSync(`${ws}/hello.txt`, "hello from the workspace\n");
   o.prepare?.(f, ws);
-  const d = await startDaemon(f, { env: { CORTEXFS_SECRETS: `${f.tmp}/secrets` } });
+  const d = await startDaemon(f, { env: { CORTEXFS_SECRETS: `${f.tmp}/secrets`, ...o.env } });
   return { f, d, ws };
 }
 
