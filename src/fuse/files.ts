@@ -2,6 +2,7 @@
 import {
   encode,
   FATTR,
+  FOPEN,
   LSEEK_OUT,
   OPEN_KILL_SUIDGID,
   WRITE_KILL_SUIDGID,
@@ -27,7 +28,13 @@ const ESTALE = 116;
 /** open(2) flags passed on to a backing file: access mode, O_APPEND, O_TRUNC, O_SYNC. */
 const KEEP = libc.O.ACCMODE | libc.O.APPEND | libc.O.TRUNC | 0o4010000;
 /** `fuse_open_out.open_flags`: FOPEN_DIRECT_IO, for everything whose bytes are not a plain file's. */
-const DIRECT = 1;
+const DIRECT = FOPEN.DIRECT_IO;
+/**
+ * FOPEN_NOFLUSH: close(2) sends no FLUSH. Every handle but a control being written has nothing to
+ * do at FLUSH (writes reach the backing file or the temp at once; no writeback cache), so only
+ * those keep it: their commit and its errno come at close (spec/fuse.md "Control writes").
+ */
+const NOFLUSH = FOPEN.NOFLUSH;
 
 const SECURITY_CAPABILITY = libc.cstr("security.capability");
 const S_ISUID = 0o4000;
@@ -129,13 +136,19 @@ export class Files {
         const node = t.nodes.get(req.nodeid);
         if (node && (writing || flags & libc.O.TRUNC)) node.until = 0;
         const backing = t.openIo(node, fd, { allow: kind === "rw" });
-        return t.openOut(out, 0, t.fh({ t: "fd", fd, node, plain: kind === "rw" }), 0, backing);
+        return t.openOut(
+          out,
+          0,
+          t.fh({ t: "fd", fd, node, plain: kind === "rw" }),
+          NOFLUSH,
+          backing,
+        );
       }
       case "status":
       case "launcher": {
         if (writing || flags & libc.O.TRUNC) return -E.EROFS;
         const data = enc.encode(t.virtualText(kind, path) ?? "");
-        return t.openOut(out, 0, t.fh({ t: "bytes", data }), DIRECT);
+        return t.openOut(out, 0, t.fh({ t: "bytes", data }), DIRECT | NOFLUSH);
       }
       case "control": {
         // Not left to default_permissions alone: a secret control (`env`) and a temp (a draft
@@ -144,13 +157,13 @@ export class Files {
         if (temp) {
           if (req.uid !== 0 && req.uid !== temp.uid) return -E.EACCES;
           if (writing && flags & libc.O.TRUNC) temp.len = 0;
-          return t.openOut(out, 0, t.fh({ t: "temp", temp }), DIRECT);
+          return t.openOut(out, 0, t.fh({ t: "temp", temp }), DIRECT | NOFLUSH);
         }
         if (!t.mayRead(path, req.uid)) return -E.EACCES;
         if (!writing && !(flags & libc.O.TRUNC)) {
           const fd = this.#openFile(path, libc.O.RDONLY);
           if (fd < 0) return fd;
-          return t.openOut(out, 0, t.fh({ t: "control", fd, writer: null }), DIRECT);
+          return t.openOut(out, 0, t.fh({ t: "control", fd, writer: null }), DIRECT | NOFLUSH);
         }
         const w = this.#writer(path, req, {
           truncate: !!(flags & libc.O.TRUNC),
@@ -212,7 +225,7 @@ export class Files {
     const node = t.nodes.at(path);
     if (node) node.until = 0; // opened for writing: its attributes are about to change
     const backing = t.openIo(node, fd, { allow: kind === "rw" });
-    return t.openOut(out, n, t.fh({ t: "fd", fd, node, plain: kind === "rw" }), 0, backing);
+    return t.openOut(out, n, t.fh({ t: "fd", fd, node, plain: kind === "rw" }), NOFLUSH, backing);
   }
 
   /**
@@ -241,7 +254,7 @@ export class Files {
     const node = t.nodes.anon();
     t.openIo(node, fd, { allow: false }); // its later opens by name share its mode
     const n = putEntry(out, { nodeid: node.id, attr: fromStat(st), ttl: 0 });
-    return t.openOut(out, n, t.fh({ t: "fd", fd, node, plain: true }), 0);
+    return t.openOut(out, n, t.fh({ t: "fd", fd, node, plain: true }), NOFLUSH);
   }
 
   /** FALLOCATE on a backing file (allocate, keep size, punch a hole, zero a range): what the backing file system answers. */
@@ -296,7 +309,7 @@ export class Files {
       t.temps.set(path, temp);
       const n = t.entry(out, path);
       if (n < 0) return n;
-      return t.openOut(out, n, t.fh({ t: "temp", temp }), DIRECT);
+      return t.openOut(out, n, t.fh({ t: "temp", temp }), DIRECT | NOFLUSH);
     }
     const w = this.#writer(path, req, {
       truncate: true,
