@@ -616,6 +616,8 @@ export const FOPEN = {
   DIRECT_IO: 1 << 0,
   KEEP_CACHE: 1 << 1,
   NONSEEKABLE: 1 << 2,
+  /** close(2) sends no FLUSH (without a writeback cache; 7.36). */
+  NOFLUSH: 1 << 5,
   /** Reads, writes and mmap go to the backing file of `backing_id` (7.40). */
   PASSTHROUGH: 1 << 7,
 } as const;

@@ -2,6 +2,7 @@
 import {
   encode,
   FATTR,
+  FOPEN,
   LSEEK_OUT,
   OPEN_KILL_SUIDGID,
   WRITE_KILL_SUIDGID,
@@ -27,7 +28,13 @@ const ESTALE = 116;
 /** open(2) flags passed on to a backing file: access mode, O_APPEND, O_TRUNC, O_SYNC. */
 const KEEP = libc.O.ACCMODE | libc.O.APPEND | libc.O.TRUNC | 0o4010000;
 /** `fuse_open_out.open_flags`: FOPEN_DIRECT_IO, for everything whose bytes are not a plain file's. */
-const DIRECT = 1;
+const DIRECT = FOPEN.DIRECT_IO;
+/**
+ * FOPEN_NOFLUSH: close(2) sends no FLUSH. Every handle but a control being written has nothing to
+ * do at FLUSH (writes reach the backing file or the temp at once; no writeback cache), so only
+ * those keep it: their commit and its errno come at close (spec/fuse.md "Control writes").
+ */
+const NOFLUSH = FOPEN.NOFLUSH;
 /** SETATTR bits that change a file's size or times. */
 const CHANGES = FATTR.SIZE | FATTR.ATIME | FATTR.MTIME | FATTR.ATIME_NOW | FATTR.MTIME_NOW;
 
@@ -135,13 +142,19 @@ export class Files {
         const node = t.nodes.get(req.nodeid);
         if (node && (writing || flags & libc.O.TRUNC)) node.until = 0;
         const backing = t.openIo(node, fd, { allow: kind === "rw" });
-        return t.openOut(out, 0, t.fh({ t: "fd", fd, node, plain: kind === "rw" }), 0, backing);
+        return t.openOut(
+          out,
+          0,
+          t.fh({ t: "fd", fd, node, plain: kind === "rw" }),
+          NOFLUSH,
+          backing,
+        );
       }
       case "status":
       case "launcher": {
         if (writing || flags & libc.O.TRUNC) return -E.EROFS;
         const data = enc.encode(t.virtualText(kind, path) ?? "");
-        return t.openOut(out, 0, t.fh({ t: "bytes", data }), DIRECT);
+        return t.openOut(out, 0, t.fh({ t: "bytes", data }), DIRECT | NOFLUSH);
       }
       case "control": {
         // Not left to default_permissions alone: a secret control (`env`) and a temp (a draft
@@ -150,7 +163,7 @@ export class Files {
         if (temp) {
           if (req.uid !== 0 && req.uid !== temp.uid) return -E.EACCES;
           if (writing && flags & libc.O.TRUNC) temp.len = 0;
-          return t.openOut(out, 0, t.fh({ t: "temp", temp }), DIRECT);
+          return t.openOut(out, 0, t.fh({ t: "temp", temp }), DIRECT | NOFLUSH);
         }
         const text = t.virtualText(kind, path);
         if (text !== null) {
@@ -162,7 +175,7 @@ export class Files {
         if (!writing && !(flags & libc.O.TRUNC)) {
           const fd = this.#openFile(path, libc.O.RDONLY);
           if (fd < 0) return fd;
-          return t.openOut(out, 0, t.fh({ t: "control", fd, writer: null }), DIRECT);
+          return t.openOut(out, 0, t.fh({ t: "control", fd, writer: null }), DIRECT | NOFLUSH);
         }
         const w = this.#writer(path, req, {
           truncate: !!(flags & libc.O.TRUNC),
@@ -224,7 +237,7 @@ export class Files {
     const node = t.nodes.at(path);
     if (node) node.until = 0; // opened for writing: its attributes are about to change
     const backing = t.openIo(node, fd, { allow: kind === "rw" });
-    return t.openOut(out, n, t.fh({ t: "fd", fd, node, plain: kind === "rw" }), 0, backing);
+    return t.openOut(out, n, t.fh({ t: "fd", fd, node, plain: kind === "rw" }), NOFLUSH, backing);
   }
 
   /**
@@ -253,7 +266,7 @@ export class Files {
     const node = t.nodes.anon();
     t.openIo(node, fd, { allow: false }); // its later opens by name share its mode
     const n = putEntry(out, { nodeid: node.id, attr: fromStat(st), ttl: 0 });
-    return t.openOut(out, n, t.fh({ t: "fd", fd, node, plain: true }), 0);
+    return t.openOut(out, n, t.fh({ t: "fd", fd, node, plain: true }), NOFLUSH);
   }
 
   /** FALLOCATE on a backing file (allocate, keep size, punch a hole, zero a range): what the backing file system answers. */
@@ -308,7 +321,7 @@ export class Files {
       t.temps.set(path, temp);
       const n = t.entry(out, path);
       if (n < 0) return n;
-      return t.openOut(out, n, t.fh({ t: "temp", temp }), DIRECT);
+      return t.openOut(out, n, t.fh({ t: "temp", temp }), DIRECT | NOFLUSH);
     }
     const w = this.#writer(path, req, {
       truncate: true,
