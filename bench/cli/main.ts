@@ -8,7 +8,7 @@
 import { buildSingle } from "../../packaging/single.ts";
 import { programs } from "../../packaging/build.ts";
 import { startRuntime } from "../../src/runtime/mod.ts";
-import { makeTree } from "../../tests/runtime/helpers.ts";
+import { makeTree } from "../../tests/fixture/mod.ts";
 
 const N = Number(Deno.env.get("BENCH_N") ?? 20);
 const REPO = new URL("../..", import.meta.url).pathname.replace(/\/$/, "");
@@ -116,6 +116,6 @@ try {
   );
 } finally {
   await rt.close();
-  await Deno.remove(f.tmp, { recursive: true });
+  await Deno.remove(f.dir, { recursive: true });
   await Deno.remove(tmp, { recursive: true });
 }

@@ -4,7 +4,7 @@
  * calls through the same cortexfsd. Prints p50/p99/max of each phase and the ratio to idle.
  * Never asserts a duration. Run: tools/deno run -A bench/fuse/load.ts [--deltas 20000] [--calls 20]
  */
-import { cleanup, type Daemon, DENO, makeTree, startDaemon } from "../../tests/fuse/fixture.ts";
+import { cleanup, type Daemon, DENO, makeTree, startDaemon } from "../../tests/fixture/mod.ts";
 import { createAgent } from "../../src/store/agent_new.ts";
 
 const arg = (name: string, dflt: number) => {
@@ -124,5 +124,5 @@ try {
   }
   Deno.removeSync(ref);
 } finally {
-  await cleanup(d, tree);
+  await cleanup(tree, d);
 }

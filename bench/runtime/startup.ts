@@ -7,8 +7,7 @@
  * in-process runtime (the design before per-agent instances) takes to start on the same tree.
  * Prints numbers; asserts no duration.
  */
-import { cleanup, DENO, makeTree, startDaemon } from "../../tests/fuse/fixture.ts";
-import { ctx } from "../../tests/ctx/run.ts";
+import { cleanup, ctxRun, DENO, makeTree, startDaemon } from "../../tests/fixture/mod.ts";
 import { mountedType } from "../../src/fuse/mount.ts";
 
 const N = Number(Deno.env.get("BENCH_AGENTS") ?? 10_000);
@@ -43,7 +42,9 @@ const tree = await makeTree();
 try {
   // One real session (made by the runtime) to give every agent a history to index.
   const seed = await startDaemon(tree);
-  const first = await ctx(["agent", "send", "coder", "hello"], { env: { CTX_ROOT: tree.mount } });
+  const first = await ctxRun(["agent", "send", "coder", "hello"], {
+    env: { CTX_ROOT: tree.mount },
+  });
   if (first.code !== 0) throw new Error(`seed send failed: ${first.stderr}`);
   await seed.stop();
 
@@ -104,9 +105,9 @@ try {
   const armed = performance.now() - mounted;
   const target = `a${String(Math.floor(N / 2)).padStart(5, "0")}`;
   const env = { CTX_ROOT: tree.mount };
-  const cold = await timed(() => ctx(["agent", "send", target, "cold"], { env }));
-  const warm = await timed(() => ctx(["agent", "send", target, "warm"], { env }));
-  const direct = await timed(() => ctx(["status"], { env })); // ctx's own start, for scale
+  const cold = await timed(() => ctxRun(["agent", "send", target, "cold"], { env }));
+  const warm = await timed(() => ctxRun(["agent", "send", target, "warm"], { env }));
+  const direct = await timed(() => ctxRun(["status"], { env })); // ctx's own start, for scale
   child.kill("SIGTERM");
   await child.status;
   await pump;
@@ -140,5 +141,5 @@ try {
     before_single_runtime_start_ms: f(single),
   }));
 } finally {
-  await cleanup(null, tree);
+  await cleanup(tree);
 }

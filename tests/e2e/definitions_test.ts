@@ -2,24 +2,18 @@
 import { assert, assertEquals } from "../assert.ts";
 import {
   cleanup,
+  ctxRun,
   type Daemon,
   makeTree,
+  nobodyDenoDir,
   sh,
-  startDaemon as startMount,
-  until,
-} from "../fuse/fixture.ts";
-import { ctx as ctxRun, nobodyDenoDir } from "../ctx/run.ts";
+  startDaemon,
+  type Tree,
+} from "../fixture/mod.ts";
 import { createAgent } from "../../src/store/agent_new.ts";
 
 const root = Deno.uid() === 0;
 const USER = 1000;
-type Tree = Awaited<ReturnType<typeof makeTree>>;
-
-async function startDaemon(tree: Tree): Promise<Daemon> {
-  const d = await startMount(tree);
-  await until(() => d.log().includes("agent sockets under"), "the agent sockets");
-  return d;
-}
 
 /** Every backing entry of agent `n`'s definition as "path mode uid:gid" (status/pid included). */
 function backing(tree: Tree, n: string): string[] {
@@ -103,7 +97,7 @@ Deno.test({
       const sent = await ctxRun(["agent", "send", "bob", "hi bob"], { env: user, as: USER });
       assertEquals([sent.code, sent.stdout], [0, "hi bob\n"]);
     } finally {
-      await cleanup(d, tree);
+      await cleanup(tree, d);
       await Deno.remove(denoDir, { recursive: true }).catch(() => {});
     }
   },
@@ -180,7 +174,7 @@ Deno.test({
       });
       assertEquals([sent.code, sent.stdout], [0, "still mine\n"]);
     } finally {
-      await cleanup(d, tree);
+      await cleanup(tree, d);
       await Deno.remove(denoDir, { recursive: true }).catch(() => {});
     }
   },
@@ -249,7 +243,7 @@ Deno.test({
           await racer.output();
         } catch { /* gone */ }
       }
-      await cleanup(d, tree);
+      await cleanup(tree, d);
       await Deno.remove(denoDir, { recursive: true }).catch(() => {});
     }
   },

@@ -1,28 +1,24 @@
 /** The root daemon never acts on a user's behalf with root's authority: real cortexfsd, real uid 1000. */
 import { assert, assertEquals } from "../assert.ts";
 import {
+  AGENT_SH,
   cleanup,
+  ctxRun,
   type Daemon,
   makeTree,
+  nobodyDenoDir,
+  PEER,
   sh,
-  startDaemon as startMount,
+  startDaemon,
+  type Tree,
   until,
-} from "../fuse/fixture.ts";
-import { ctx as ctxRun, nobodyDenoDir } from "../ctx/run.ts";
+} from "../fixture/mod.ts";
 import { createAgent } from "../../src/store/agent_new.ts";
 import { readRecords } from "../../src/store/jsonl.ts";
 
 const root = Deno.uid() === 0;
 
-/** Starts cortexfsd and waits until its runtime serves the agent sockets too (after the mount). */
-async function startDaemon(tree: Tree): Promise<Daemon> {
-  const d = await startMount(tree);
-  await until(() => d.log().includes("agent sockets under"), "the agent sockets");
-  return d;
-}
 const USER = 1000;
-
-type Tree = Awaited<ReturnType<typeof makeTree>>;
 
 /** `ctx ARGS` through the mount, as root or (with `as`) as another uid. */
 function client(tree: Tree, denoDir: string) {
@@ -130,19 +126,15 @@ Deno.test({
         "bob again\n",
       ]);
     } finally {
-      await cleanup(d, tree);
+      await cleanup(tree, d);
       Deno.removeSync(denoDir, { recursive: true });
     }
   },
 });
 
-const PEER = new URL("../runtime/peer.ts", import.meta.url).pathname;
-
 function assertStderr(stderr: string, errno: string) {
   assert(stderr.includes(errno), `expected ${errno} in: ${stderr}`);
 }
-
-const AGENT = new URL("../runtime/agent.sh", import.meta.url).pathname;
 
 /** Kills cortexfsd with SIGKILL and lazily unmounts what it left (ENOTCONN until then). */
 async function kill9(d: Daemon, tree: Tree): Promise<void> {
@@ -159,10 +151,8 @@ Deno.test({
     const tree = await makeTree();
     let d: Daemon | null = null;
     try {
-      const logs = `${tree.dir}/logs`;
-      Deno.mkdirSync(logs);
-      createAgent(tree.root, "t", { uid: 0, gid: 0, exec: AGENT });
-      Deno.writeTextFileSync(`${tree.root}/agent/t.d/env`, `LOG_DIR=${logs}\n`);
+      createAgent(tree.root, "t", { uid: 0, gid: 0, exec: AGENT_SH });
+      Deno.writeTextFileSync(`${tree.root}/agent/t.d/env`, `LOG_DIR=${tree.logs}\n`);
       d = await startDaemon(tree);
       const status = () => Deno.readTextFileSync(`${tree.root}/agent/t.d/status`);
       assertEquals(status(), "idle\n"); // served; its instance starts with the first connection
@@ -224,7 +214,7 @@ Deno.test({
         ["dead\n", ""],
       );
     } finally {
-      await cleanup(d, tree);
+      await cleanup(tree, d);
     }
   },
 });
@@ -268,7 +258,7 @@ Deno.test({
       assert(broken.stderr.includes(dir), broken.stderr);
       assertEquals(Deno.readTextFileSync(`${dir}/events.jsonl`), torn); // never repaired
     } finally {
-      await cleanup(d, tree);
+      await cleanup(tree, d);
       Deno.removeSync(denoDir, { recursive: true });
     }
   },

@@ -1,6 +1,6 @@
 /** The seeded randomized exerciser on /ctx/home against a tmpfs directory: 4 workers (2 of them not root), 10,000 ops. */
 import { assertEquals } from "../assert.ts";
-import { cleanup, type Daemon, DENO, makeTree, startDaemon } from "./fixture.ts";
+import { cleanup, type Daemon, DENO, makeTree, startDaemon } from "../fixture/mod.ts";
 import { exercise, makeFixed, type Mismatch, type Outcome, snapshot, tally } from "./exerciser.ts";
 
 const SEED = Number(Deno.env.get("CORTEXFS_EXERCISER_SEED") ?? 20261130);
@@ -99,6 +99,6 @@ Deno.test(`exerciser: ${OPS} seeded ops, ${UIDS.length} concurrent workers (uids
     }
   } finally {
     await Deno.remove(ref, { recursive: true }).catch(() => {});
-    await cleanup(d, tree);
+    await cleanup(tree, d);
   }
 });

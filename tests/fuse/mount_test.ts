@@ -2,7 +2,7 @@
 import { assert, assertEquals, assertMatch } from "../assert.ts";
 import { mountedType } from "../../src/fuse/mount.ts";
 import { BINARIES } from "../../src/fuse/launcher.ts";
-import { cleanup, type Daemon, DENO, makeTree, sh, startDaemon, until } from "./fixture.ts";
+import { cleanup, type Daemon, DENO, makeTree, sh, startDaemon, until } from "../fixture/mod.ts";
 
 const read = (p: string) => Deno.readTextFileSync(p);
 const CHECKOUT = new URL("../..", import.meta.url).pathname.replace(/\/$/, "");
@@ -32,7 +32,7 @@ Deno.test("the root is frozen: exactly the seven names; creating anything else f
       ["agent", "bin", "home", "model", "shared", "status", "tool"],
     );
   } finally {
-    await cleanup(d, tree);
+    await cleanup(tree, d);
   }
 });
 
@@ -90,7 +90,7 @@ Deno.test("status is dynamic JSON and read-only (EROFS even for root); bin/ has 
       `${tree.run}/agent/coder.sock`,
     );
   } finally {
-    await cleanup(d, tree);
+    await cleanup(tree, d);
   }
 });
 
@@ -165,7 +165,7 @@ Deno.test("every write path reaches validation: valid values land, invalid ones 
     assertEquals((await sh(`echo busy > ${tree.mount}/agent/coder.d/status`)).code, 1);
     assertEquals(read(`${tree.mount}/agent/coder.d/status`), "idle\n");
   } finally {
-    await cleanup(d, tree);
+    await cleanup(tree, d);
   }
 });
 
@@ -205,7 +205,7 @@ Deno.test("ownership: only the agent owner (or root) changes controls; files are
     const chown = await sh(`chown 0 ${home}/f`, { uid: 65534 });
     assertEquals(chown.code, 1);
   } finally {
-    await cleanup(d, tree);
+    await cleanup(tree, d);
   }
 });
 
@@ -222,7 +222,7 @@ Deno.test("lifecycle: SIGTERM unmounts and exits 0; a second daemon refuses a li
     d = null;
     assertEquals([code, mountedType(tree.mount)], [0, null]);
   } finally {
-    await cleanup(d, tree);
+    await cleanup(tree, d);
   }
 });
 
@@ -238,7 +238,7 @@ Deno.test("lifecycle: an external unmount ends the daemon cleanly (exit 0)", asy
     await d.stop();
     d = null;
   } finally {
-    await cleanup(d, tree);
+    await cleanup(tree, d);
   }
 });
 
@@ -255,7 +255,7 @@ Deno.test("lifecycle: kill -9 of a mount(2) daemon leaves a dead mount; the next
     assertMatch(d.log(), /cleared a dead mount/);
     assertEquals(read(`${tree.mount}/agent/coder.d/window`), "auto\n");
   } finally {
-    await cleanup(d, tree);
+    await cleanup(tree, d);
   }
 });
 
@@ -274,7 +274,7 @@ Deno.test("lifecycle: --dev too clears the dead mount kill -9 left, and says so"
     assertMatch(d.log(), /cleared a dead mount left at .* by a killed daemon/);
     assertEquals(read(`${tree.mount}/agent/coder.d/window`), "auto\n");
   } finally {
-    await cleanup(d, tree);
+    await cleanup(tree, d);
   }
 });
 
@@ -292,7 +292,7 @@ Deno.test("lifecycle: a restart at once after kill -9 clears the dead mount whil
     assertMatch(d.log(), /cleared a dead mount/);
     assertEquals(read(`${tree.mount}/agent/coder.d/window`), "auto\n");
   } finally {
-    await cleanup(d, tree);
+    await cleanup(tree, d);
   }
 });
 
@@ -309,7 +309,7 @@ Deno.test("lifecycle: with fusermount3 (auto_unmount) kill -9 leaves no mount be
     await until(() => mountedType(tree.mount) === null, "auto_unmount");
     assert(mountedType(tree.mount) === null);
   } finally {
-    await cleanup(d, tree);
+    await cleanup(tree, d);
   }
 });
 
@@ -343,7 +343,7 @@ Deno.test("ctx gives the same results through the mount as on the storage tree",
     assertMatch(results.mount[2], /=> 2 .*EINVAL/);
     assertMatch(results.mount[3], /=> 1 .*EROFS/);
   } finally {
-    await cleanup(d, tree);
+    await cleanup(tree, d);
   }
 });
 
@@ -370,6 +370,6 @@ Deno.test("home passthrough: sizes, times, links, truncate, EXDEV into the proje
     assertMatch(r.stdout, /inter-device move failed[^\n]*Read-only file system\nmv=1\n1\n$/);
     assertEquals(read(`${tree.mount}/agent/coder.d/window`), "auto\n");
   } finally {
-    await cleanup(d, tree);
+    await cleanup(tree, d);
   }
 });

@@ -1,6 +1,6 @@
 /** The symlink-swap race, run for real: a user's backing-tree symlink never leads the root daemon out of the tree. */
 import { assert, assertEquals } from "../assert.ts";
-import { cleanup, type Daemon, makeTree, sh, startDaemon } from "./fixture.ts";
+import { cleanup, type Daemon, makeTree, sh, startDaemon } from "../fixture/mod.ts";
 
 const here = new URL(".", import.meta.url).pathname;
 const UID = 1000;
@@ -88,7 +88,7 @@ Deno.test(`symlink race (${SECONDS} s): a uid-${UID} client through the mount wh
     assertEquals(client.leaks, 0);
     assertEquals(snapshot(secret), before);
   } finally {
-    await cleanup(d, tree);
+    await cleanup(tree, d);
     await Deno.remove(secret, { recursive: true }).catch(() => {});
   }
 });
@@ -148,6 +148,6 @@ Deno.test("through the mount a final symlink is still a symlink (ln -s, readlink
     assertEquals(other, { code: 0, out: "1\n" });
     assertEquals([...Deno.readDirSync(`${home}/team`)].map((e) => e.name), ["a"]);
   } finally {
-    await cleanup(d, tree);
+    await cleanup(tree, d);
   }
 });

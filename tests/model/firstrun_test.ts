@@ -1,7 +1,6 @@
 /** The offline first run through a real cortexfsd and its mount: switch coder to debug/script, write a script, read a file via tsh. */
 import { assertEquals } from "../assert.ts";
-import { cleanup, type Daemon, makeTree, sh, startDaemon } from "../fuse/fixture.ts";
-import { ctxArgv } from "../ctx/run.ts";
+import { cleanup, ctxArgv, type Daemon, makeTree, sh, startDaemon } from "../fixture/mod.ts";
 
 Deno.test("first run: `debug/script` set and scripted through /ctx, `ctx agent send` reads a workspace file through tsh", async () => {
   const t = await makeTree();
@@ -42,6 +41,6 @@ CTX_ROOT=${m} ${cli} agent send coder "read hello.txt"`,
       "done",
     ]);
   } finally {
-    await cleanup(d, t);
+    await cleanup(t, d);
   }
 });

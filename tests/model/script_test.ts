@@ -4,15 +4,15 @@ import { createAgent } from "../../src/store/agent_new.ts";
 import {
   cleanup,
   ctx,
-  type Fixture,
   history,
   makeTree,
   shape,
-  startDaemon,
-} from "../runtime/helpers.ts";
+  startRuntimeDaemon,
+  type Tree,
+} from "../fixture/mod.ts";
 
 /** Adds a model-backed agent on `debug/script` with `script` (JSONL lines) in its home. */
-function scripted(f: Fixture, name: string, lines: unknown[]): void {
+function scripted(f: Tree, name: string, lines: unknown[]): void {
   createAgent(f.root, name, { uid: 0, gid: 0, model: "debug/script" });
   Deno.writeTextFileSync(
     `${f.root}/home/0/agent/${name}/script.jsonl`,
@@ -20,8 +20,8 @@ function scripted(f: Fixture, name: string, lines: unknown[]): void {
   );
 }
 
-async function workspace(f: Fixture): Promise<string> {
-  const ws = `${f.tmp}/ws`;
+async function workspace(f: Tree): Promise<string> {
+  const ws = `${f.dir}/ws`;
   await Deno.mkdir(ws);
   await Deno.writeTextFile(`${ws}/hello.txt`, "hello from the workspace\n");
   return ws;
@@ -37,7 +37,7 @@ Deno.test("debug/script: a scripted tsh fs.read call reads the workspace file an
     { text: "It says: {{result}}" },
   ]);
   const ws = await workspace(f);
-  const d = await startDaemon(f);
+  const d = await startRuntimeDaemon(f);
   try {
     const out = await ctx(f, ["agent", "send", "m", "read hello.txt"], { cwd: ws });
     assertEquals(out.code, 0, out.stderr);

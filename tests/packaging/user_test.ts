@@ -5,7 +5,7 @@
  * test's own and the checkout, deno and the network are out of reach.
  */
 import { assertEquals } from "../assert.ts";
-import { Tmux } from "../runtime/tmux.ts";
+import { Tmux } from "../fixture/mod.ts";
 import { builtFile, clean, fresh, inside, NAME, run, start } from "./fresh.ts";
 
 const REPO = new URL("../..", import.meta.url).pathname.replace(/\/$/, "");

@@ -1,16 +1,24 @@
 /** Process roles with real parts: cortexfsd as host, one instance process per agent, receipts, ctx agent start/stop/status/ps, real bwrap steps. */
 import { assert, assertEquals } from "../assert.ts";
-import { cleanup, type Daemon, makeTree, sh, startDaemon, until } from "../fuse/fixture.ts";
-import { ctx as ctxRun, nobodyDenoDir } from "../ctx/run.ts";
+import {
+  AGENT_SH,
+  cleanup,
+  ctxRun,
+  type Daemon,
+  makeTree,
+  nobodyDenoDir,
+  PEER,
+  sh,
+  startDaemon,
+  type Tree,
+  until,
+} from "../fixture/mod.ts";
 import { createAgent } from "../../src/store/agent_new.ts";
 import { readRecords } from "../../src/store/jsonl.ts";
 import { startTime } from "../../src/sandbox/receipt.ts";
 
 const root = Deno.uid() === 0;
-const AGENT = new URL("./agent.sh", import.meta.url).pathname;
-const PEER = new URL("./peer.ts", import.meta.url).pathname;
 
-type Tree = Awaited<ReturnType<typeof makeTree>>;
 type Receipt = {
   unit: string;
   invocation: string;
@@ -47,17 +55,13 @@ function ctxOf(tree: Tree) {
 /** A tree with agent `t` (the test executable agent, root's) and its log dir. */
 async function treeWithT(): Promise<Tree> {
   const tree = await makeTree();
-  const logs = `${tree.dir}/logs`;
-  Deno.mkdirSync(logs);
-  createAgent(tree.root, "t", { uid: 0, gid: 0, exec: AGENT });
-  Deno.writeTextFileSync(`${tree.root}/agent/t.d/env`, `LOG_DIR=${logs}\n`);
+  createAgent(tree.root, "t", { uid: 0, gid: 0, exec: AGENT_SH });
+  Deno.writeTextFileSync(`${tree.root}/agent/t.d/env`, `LOG_DIR=${tree.logs}\n`);
   return tree;
 }
 
 async function daemon(tree: Tree, idle = 300): Promise<Daemon> {
-  const d = await startDaemon(tree, { args: ["--idle-timeout", String(idle)] });
-  await until(() => d.log().includes("agent sockets under"), "the agent sockets");
-  return d;
+  return await startDaemon(tree, { args: ["--idle-timeout", String(idle)] });
 }
 
 /** A client sending `input` to `t` in session default, streaming frames; resolves once `until` shows. */
@@ -148,7 +152,7 @@ Deno.test({
       const log = control(tree, "t", "log");
       assert(log.includes(`instance t pid ${first.pid} exited (signal SIGKILL): failed`), log);
     } finally {
-      await cleanup(d, tree);
+      await cleanup(tree, d);
     }
   },
 });
@@ -202,7 +206,7 @@ Deno.test({
       assertEquals([next.code, next.stdout.includes("back")], [0, true]);
       assert((receipt(tree, "t") as Receipt).invocation !== r1.invocation);
     } finally {
-      await cleanup(d, tree);
+      await cleanup(tree, d);
     }
   },
 });
@@ -301,7 +305,7 @@ Deno.test({
       ]);
       assertEquals((await ctx(["agent", "ps"])).stdout, "AGENT\tSTATE\tPID\tUNIT\tINVOCATION\n");
     } finally {
-      await cleanup(d, tree);
+      await cleanup(tree, d);
       Deno.removeSync(denoDir, { recursive: true });
     }
   },
@@ -343,7 +347,7 @@ Deno.test({
       await until(() => receipt(tree, "coder") === null, "the instance to idle out");
       assertEquals(control(tree, "coder", "status"), "idle\n");
     } finally {
-      await cleanup(d, tree);
+      await cleanup(tree, d);
     }
   },
 });
@@ -379,7 +383,7 @@ Deno.test({
       const sent = await ctxOf(tree)(["agent", "send", "coder", "fine"]);
       assertEquals([sent.code, sent.stdout], [0, "fine\n"]);
     } finally {
-      await cleanup(d, tree);
+      await cleanup(tree, d);
       victim.kill("SIGKILL");
       await victim.status;
     }
@@ -408,7 +412,7 @@ Deno.test({
       const next = await ctx(["agent", "send", "t", "echo", "fixed"]);
       assertEquals([next.code, next.stdout.includes("fixed")], [0, true], next.stderr);
     } finally {
-      await cleanup(d, tree);
+      await cleanup(tree, d);
     }
   },
 });

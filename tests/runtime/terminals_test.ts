@@ -1,6 +1,6 @@
 /** The terminal supervisor's receipts (src/runtime/terminals.ts) with a stand-in ctxterm: held until its receipt is on disk, stopped only as the receipt proves, reaped at start. */
 import { assert, assertEquals } from "../assert.ts";
-import { makeTree } from "./helpers.ts";
+import { makeTree } from "../fixture/mod.ts";
 import { startTerminals } from "../../src/runtime/terminals.ts";
 import { startTime } from "../../src/sandbox/receipt.ts";
 import { openDir } from "../../src/sandbox/workspace.ts";
@@ -38,16 +38,16 @@ Deno.test({
     const terms = await startTerminals({
       root: f.root,
       run: f.run,
-      command: standIn(`${f.tmp}/mark`, receipt),
+      command: standIn(`${f.dir}/mark`, receipt),
       graceMs: 200,
     });
-    const ws = openDir(f.tmp);
+    const ws = openDir(f.dir);
     let pid = 0;
     try {
       const a = await terms.start({ agent: "coder", session: "default", uid: 0, workspace: ws });
       pid = a.terminal.pid;
       assertEquals([a.already, a.terminal.state], [false, "running"]);
-      assertEquals(Deno.readTextFileSync(`${f.tmp}/mark`), "held\n");
+      assertEquals(Deno.readTextFileSync(`${f.dir}/mark`), "held\n");
       const r = JSON.parse(Deno.readTextFileSync(receipt));
       assertEquals([r.pid, r.start_time, r.unit], [
         pid,
@@ -66,7 +66,7 @@ Deno.test({
       closeFd(ws);
       if (pid && alive(pid)) Deno.kill(pid, "SIGKILL");
       await terms.close();
-      await Deno.remove(f.tmp, { recursive: true });
+      await Deno.remove(f.dir, { recursive: true });
     }
   },
 });
@@ -127,7 +127,7 @@ Deno.test({
         } catch { /* gone */ }
         await c.status;
       }
-      await Deno.remove(f.tmp, { recursive: true });
+      await Deno.remove(f.dir, { recursive: true });
     }
   },
 });

@@ -1,6 +1,6 @@
 /** Issue 8 hole 3: client paths inside /ctx never deadlock the daemon that serves /ctx. */
 import { assertEquals } from "../assert.ts";
-import { type Daemon, DENO, makeTree, startDaemon } from "../fuse/fixture.ts";
+import { type Daemon, DENO, makeTree, startDaemon } from "../fixture/mod.ts";
 import { mountedType } from "../../src/fuse/mount.ts";
 
 const CTX = new URL("../../cli/ctx.ts", import.meta.url).pathname;

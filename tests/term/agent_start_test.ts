@@ -1,13 +1,22 @@
 /** `ctx agent start|attach|watch|stop` with real parts: cortexfsd's supervisor starts the session's ctxterm (receipt, bwrap, interactive tsh); a person attaches in tmux; stop ends it by its receipt. */
 import { assert, assertEquals } from "../assert.ts";
-import { cleanup, type Daemon, makeTree, startDaemon, until } from "../fuse/fixture.ts";
-import { ctxArgv, nobodyDenoDir } from "../ctx/run.ts";
+import {
+  cleanup,
+  closePane,
+  ctxArgv,
+  type Daemon,
+  makeTree,
+  nobodyDenoDir,
+  pane,
+  startDaemon,
+  type Tmux,
+  type Tree,
+  until,
+} from "../fixture/mod.ts";
 import { parseTerminalEvents } from "../../src/abi/terminal.ts";
 import { startTime } from "../../src/sandbox/receipt.ts";
-import { closePane, pane, type Tmux } from "./fixture.ts";
 
 const root = Deno.uid() === 0;
-type Tree = Awaited<ReturnType<typeof makeTree>>;
 type Receipt = {
   schema: string;
   unit: string;
@@ -220,7 +229,7 @@ Deno.test({
     } finally {
       for (const p of panes) await closePane(p);
       const r = receipt(tree, "coder");
-      await cleanup(d, tree);
+      await cleanup(tree, d);
       if (r && !gone(r.pid)) Deno.kill(r.pid, "SIGKILL");
     }
   },
@@ -273,7 +282,7 @@ Deno.test({
       assertEquals(again.code, 0, again.stderr);
       assert(receipt(tree, "coder", "s1")?.terminal !== left.terminal);
     } finally {
-      await cleanup(d, tree);
+      await cleanup(tree, d);
       if (left && !gone(left.pid)) Deno.kill(left.pid, "SIGKILL");
       victim.kill("SIGKILL");
       await victim.status;

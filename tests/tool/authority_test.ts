@@ -2,7 +2,7 @@
 import { assert, assertEquals, assertMatch, assertStringIncludes } from "../assert.ts";
 import { runTsh } from "../../src/tool/mod.ts";
 import { authorize } from "../../src/tool/authorize.ts";
-import { addTool, fixture } from "./fixture.ts";
+import { addTool, cleanup, toolTree } from "../fixture/mod.ts";
 
 const exists = (p: string) => {
   try {
@@ -14,7 +14,7 @@ const exists = (p: string) => {
 };
 
 Deno.test("tsh never falls back to host PATH: /usr/bin/ls is not found, even when CTX_PATH names /usr/bin", async () => {
-  const f = await fixture();
+  const f = await toolTree();
   try {
     const o = { root: f.root, agent: "coder", uid: 0, workspace: f.ws };
     // `ls` exists on the host PATH and inside the sandbox under /usr/bin.
@@ -36,12 +36,12 @@ Deno.test("tsh never falls back to host PATH: /usr/bin/ls is not found, even whe
     const tools = (await runTsh(["tools"], o)).content.trim().split("\n");
     assertEquals(tools, ["bash", "fs.list", "fs.read", "fs.replace", "fs.stat", "fs.write"]);
   } finally {
-    await f.cleanup();
+    await cleanup(f);
   }
 });
 
 Deno.test("the default cwd is /workspace, HOME is /home/agent; /workspace/.git is EROFS while /workspace is writable", async () => {
-  const f = await fixture();
+  const f = await toolTree();
   try {
     const o = { root: f.root, agent: "coder", uid: 0, workspace: f.ws };
     const r = await runTsh([
@@ -68,7 +68,7 @@ Deno.test("the default cwd is /workspace, HOME is /home/agent; /workspace/.git i
     assertEquals([w.status, w.errno], ["error", "EROFS"]);
     assertEquals(Deno.readTextFileSync(`${f.ws}/.git/HEAD`), "ref: refs/heads/main\n");
   } finally {
-    await f.cleanup();
+    await cleanup(f);
   }
 });
 
@@ -93,7 +93,7 @@ const SECRETS = {
 };
 
 Deno.test("secrets in the daemon's and the client's environment reach no tool process; tool env keys are the allowlist", async () => {
-  const f = await fixture();
+  const f = await toolTree();
   try {
     // A tool object that prints its own initial environment (/proc/self/environ, not a shell's view).
     addTool(f.root, "envdump", "#!/bin/sh\ntr '\\0' '\\n' < /proc/$$/environ\n");
@@ -159,7 +159,7 @@ Deno.test("secrets in the daemon's and the client's environment reach no tool pr
       "PATH",
     ]);
   } finally {
-    await f.cleanup();
+    await cleanup(f);
   }
 });
 
@@ -211,7 +211,7 @@ Deno.test("tsh cannot read any variable outside the allowlist (its Deno permissi
 });
 
 Deno.test("a system.md or an input claiming extra permissions changes no decision", async () => {
-  const f = await fixture();
+  const f = await toolTree();
   try {
     const o = { root: f.root, agent: "coder", uid: 0, workspace: f.ws };
     f.set("perm", "r--\n");
@@ -238,12 +238,12 @@ Deno.test("a system.md or an input claiming extra permissions changes no decisio
     assertEquals([r1.errno, r1.exitCode], ["EACCES", 13]);
     assert(!exists(`${f.ws}/claimed`));
   } finally {
-    await f.cleanup();
+    await cleanup(f);
   }
 });
 
 Deno.test("perm r-- denies bash and fs.write with EACCES and runs nothing; the next call sees a changed perm", async () => {
-  const f = await fixture();
+  const f = await toolTree();
   try {
     const o = { root: f.root, agent: "coder", uid: 0, workspace: f.ws };
     f.set("perm", "r--\n");
@@ -266,12 +266,12 @@ Deno.test("perm r-- denies bash and fs.write with EACCES and runs nothing; the n
     assertEquals((await runTsh(["bash", "touch /workspace/marker-bash"], o)).status, "ok");
     assert(exists(`${f.ws}/marker-bash`));
   } finally {
-    await f.cleanup();
+    await cleanup(f);
   }
 });
 
 Deno.test("removing the policy line denies fs.read; the tool's own policy is required too", async () => {
-  const f = await fixture();
+  const f = await toolTree();
   try {
     const o = { root: f.root, agent: "coder", uid: 0, workspace: f.ws };
     assertEquals((await runTsh(["fs.read", "hello.txt"], o)).status, "ok");
@@ -294,12 +294,12 @@ Deno.test("removing the policy line denies fs.read; the tool's own policy is req
     assertEquals(t.errno, "EACCES");
     assertStringIncludes(t.content, 'tool policy of "fs.read"');
   } finally {
-    await f.cleanup();
+    await cleanup(f);
   }
 });
 
 Deno.test("a tool executable that is a symlink is refused", async () => {
-  const f = await fixture();
+  const f = await toolTree();
   try {
     const o = { root: f.root, agent: "coder", uid: 0, workspace: f.ws };
     Deno.symlinkSync("bash", `${f.root}/tool/sh2`);
@@ -315,7 +315,7 @@ Deno.test("a tool executable that is a symlink is refused", async () => {
     assert(!exists(`${f.ws}/marker`));
     assertEquals((await runTsh(["load", "sh2"], o)).errno, "EACCES");
   } finally {
-    await f.cleanup();
+    await cleanup(f);
   }
 });
 
@@ -323,7 +323,7 @@ Deno.test({
   name: "Linux permissions apply: an agent running as uid 1000 cannot read a root-only file",
   ignore: Deno.uid() !== 0, // needs root to run as another uid; CI runs as root
   async fn() {
-    const f = await fixture();
+    const f = await toolTree();
     try {
       const o = { root: f.root, agent: "coder", uid: 1000, workspace: f.ws };
       f.set("uid", "1000\n");
@@ -335,13 +335,13 @@ Deno.test({
       const id = await runTsh(["bash", "id -u; id -g"], o);
       assertEquals(id.content, "1000\n1000\n");
     } finally {
-      await f.cleanup();
+      await cleanup(f);
     }
   },
 });
 
 Deno.test("network is unshared unless policy grants network:default connect", async () => {
-  const f = await fixture();
+  const f = await toolTree();
   try {
     const o = { root: f.root, agent: "coder", uid: 0, workspace: f.ws };
     const ifaces = "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | sort";
@@ -355,12 +355,12 @@ Deno.test("network is unshared unless policy grants network:default connect", as
     );
     assertEquals((await runTsh(["bash", ifaces], o)).content, host.join("\n") + "\n");
   } finally {
-    await f.cleanup();
+    await cleanup(f);
   }
 });
 
 Deno.test("tool output is bounded with a truncated flag", async () => {
-  const f = await fixture();
+  const f = await toolTree();
   try {
     const o = { root: f.root, agent: "coder", uid: 0, workspace: f.ws, limit: 100 };
     const r = await runTsh(["bash", "head -c 5000 /dev/zero | tr '\\0' a"], o);
@@ -372,6 +372,6 @@ Deno.test("tool output is bounded with a truncated flag", async () => {
       truncated: true,
     });
   } finally {
-    await f.cleanup();
+    await cleanup(f);
   }
 });

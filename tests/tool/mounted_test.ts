@@ -2,7 +2,7 @@
 import { assert, assertEquals, assertStringIncludes } from "../assert.ts";
 import { authorize } from "../../src/tool/authorize.ts";
 import { runTsh } from "../../src/tool/mod.ts";
-import { fixture } from "./fixture.ts";
+import { cleanup, toolTree } from "../fixture/mod.ts";
 
 const repo = new URL("../../", import.meta.url).pathname;
 const CTX = `${repo}cli/ctx.ts`;
@@ -65,10 +65,8 @@ Deno.test({
     "through a mounted /ctx (controls written through the mount): every must-show item of issue 4",
   ignore: Deno.uid() !== 0, // /dev/fuse is 0600 here: mounting needs root; CI runs as root
   async fn(t) {
-    const f = await fixture();
-    const mnt = `${f.storage}/mnt`, run = `${f.storage}/run`;
-    Deno.mkdirSync(mnt);
-    Deno.mkdirSync(run);
+    const f = await toolTree();
+    const mnt = f.mount, run = f.run;
     // The daemon holds the secrets in its environment, as a service with provider keys would.
     const daemon = new Deno.Command(Deno.execPath(), {
       args: [
@@ -297,7 +295,7 @@ Deno.test({
       daemon.kill("SIGTERM");
       await daemon.status;
       await new Deno.Command("fusermount3", { args: ["-u", mnt] }).output().catch(() => {});
-      await f.cleanup();
+      await cleanup(f);
     }
   },
 });
