@@ -2,6 +2,7 @@
 import { assert, assertEquals } from "../assert.ts";
 import {
   cleanup,
+  ctxOn,
   ctxRun,
   type Daemon,
   makeTree,
@@ -66,9 +67,9 @@ Deno.test({
       assertEquals([onTree.code, onTree.stderr], [0, ""]);
       createAgent(tree.root, "bob", { uid: USER, gid: USER });
       d = await startDaemon(tree);
-      const user = { CTX_ROOT: tree.mount, DENO_DIR: denoDir, HOME: denoDir };
+      const user = { as: USER, denoDir };
       await sh(`mkdir ${tree.mount}/home/${USER} 2>/dev/null; true`, { uid: USER });
-      const made = await ctxRun(["agent", "new", "fdb", "--exec", prog], { env: user, as: USER });
+      const made = await ctxOn(tree, ["agent", "new", "fdb", "--exec", prog], user);
       assertEquals([made.code, made.stdout, made.stderr], [0, "agent/fdb\n", ""]);
 
       assertEquals(backing(tree, "fdb"), rootOwned(tree, "fdb"));
@@ -94,7 +95,7 @@ Deno.test({
         `${m}/agent/rootmade.d/uid 0`,
       ]);
       // Its agent runs, as its owner.
-      const sent = await ctxRun(["agent", "send", "bob", "hi bob"], { env: user, as: USER });
+      const sent = await ctxOn(tree, ["agent", "send", "bob", "hi bob"], user);
       assertEquals([sent.code, sent.stdout], [0, "hi bob\n"]);
     } finally {
       await cleanup(tree, d);
@@ -168,9 +169,9 @@ Deno.test({
       assertEquals(backing(tree, "fdb"), rootOwned(tree, "fdb"));
       // Root through the mount may set what only root may.
       assertEquals((await sh(`echo ${USER} > ${m}/gid`)).code, 0);
-      const sent = await ctxRun(["agent", "send", "fdb", "still mine"], {
-        env: { CTX_ROOT: tree.mount, DENO_DIR: denoDir, HOME: denoDir },
+      const sent = await ctxOn(tree, ["agent", "send", "fdb", "still mine"], {
         as: USER,
+        denoDir,
       });
       assertEquals([sent.code, sent.stdout], [0, "still mine\n"]);
     } finally {
@@ -218,9 +219,9 @@ Deno.test({
         stdout: "piped",
         stderr: "null",
       }).spawn();
-      const user = { CTX_ROOT: tree.mount, DENO_DIR: denoDir, HOME: denoDir };
+      const user = { as: USER, denoDir };
       for (let i = 0; i < 5; i++) {
-        const r = await ctxRun(["agent", "send", "fdb", `run ${i}`], { env: user, as: USER });
+        const r = await ctxOn(tree, ["agent", "send", "fdb", `run ${i}`], user);
         assertEquals([r.code, r.stdout], [0, `run ${i}\n`]);
       }
       Deno.writeTextFileSync(stop, "");

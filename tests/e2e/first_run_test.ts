@@ -2,11 +2,13 @@
 import { assertEquals } from "../assert.ts";
 import {
   cleanup,
+  CONFIG,
   ctx,
   type Daemon,
   DENO,
   makeTree,
   REPO,
+  run,
   startDaemon,
   startRuntimeDaemon,
 } from "../fixture/mod.ts";
@@ -49,17 +51,11 @@ async function checkout(): Promise<
 }
 
 /** Runs that checkout's ctx with a clean environment (no CTX_ROOT unless given). */
-async function ctxOf(cli: string, args: string[], env: Record<string, string> = {}) {
-  const out = await new Deno.Command(DENO, {
-    args: ["run", "-A", "--quiet", `--config=${REPO}/deno.json`, cli, ...args],
+function ctxOf(cli: string, args: string[], env: Record<string, string> = {}) {
+  return run([DENO, "run", "-A", "--quiet", `--config=${CONFIG}`, cli, ...args], {
     clearEnv: true,
     env: { PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin", HOME: "/root", NO_COLOR: "1", ...env },
-    stdin: "null",
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const dec = new TextDecoder();
-  return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
+  });
 }
 
 Deno.test({

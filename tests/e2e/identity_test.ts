@@ -3,13 +3,15 @@ import { assert, assertEquals } from "../assert.ts";
 import {
   AGENT_SH,
   cleanup,
-  ctxRun,
+  ctxOn,
   type Daemon,
+  gone,
   makeTree,
   nobodyDenoDir,
   PEER,
   sh,
   startDaemon,
+  startPeer,
   type Tree,
   until,
 } from "../fixture/mod.ts";
@@ -23,12 +25,7 @@ const USER = 1000;
 /** `ctx ARGS` through the mount, as root or (with `as`) as another uid. */
 function client(tree: Tree, denoDir: string) {
   return (args: string[], as?: number) =>
-    ctxRun(args, {
-      as,
-      env: as === undefined
-        ? { CTX_ROOT: tree.mount }
-        : { CTX_ROOT: tree.mount, DENO_DIR: denoDir, HOME: denoDir },
-    });
+    ctxOn(tree, args, as === undefined ? {} : { as, denoDir });
 }
 
 Deno.test({
@@ -158,39 +155,20 @@ Deno.test({
       assertEquals(status(), "idle\n"); // served; its instance starts with the first connection
       const ctx = client(tree, "");
       // A run that sleeps inside the agent, streaming one delta first.
-      const child = new Deno.Command(Deno.execPath(), {
-        args: [
-          "run",
-          "-A",
-          "--no-config",
-          PEER,
-          `${tree.run}/agent/t.sock`,
-          '{"op":"send","id":"k-1","session":"default","input":"sleep"}',
-        ],
-        stdout: "piped",
-        stderr: "null",
-      }).spawn();
-      const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
-      let seen = "";
-      while (!seen.includes("sleeping")) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        seen += value;
-      }
+      const peer = startPeer(`${tree.run}/agent/t.sock`, {
+        op: "send",
+        id: "k-1",
+        session: "default",
+        input: "sleep",
+      });
+      const seen = await peer.waitFor("sleeping");
       assertEquals([seen.includes("sleeping"), status()], [true, "busy\n"]);
       const receipt = JSON.parse(Deno.readTextFileSync(`${tree.run}/instance/t.json`));
       await kill9(d, tree);
       d = null;
-      await reader.cancel().catch(() => {});
-      await child.status;
+      await peer.end();
       // The instance sees its host go (stdin EOF), records the run as interrupted and exits.
-      await until(() => {
-        try {
-          return Deno.readTextFileSync(`/proc/${receipt.pid}/stat`).split(") ")[1][0] === "Z";
-        } catch {
-          return true;
-        }
-      }, "the orphaned instance to exit");
+      await until(() => gone(receipt.pid), "the orphaned instance to exit");
       // Nothing serves t until a host starts again.
       assertEquals([status(), Deno.readTextFileSync(`${tree.root}/agent/t.d/pid`)], ["dead\n", ""]);
 

@@ -14,6 +14,7 @@ import {
   type RuntimeDaemon,
   startRuntimeDaemon,
   type Tree,
+  workspace,
 } from "../fixture/mod.ts";
 import { fixture, OpenAIServer, type Reply } from "./openai_server.ts";
 
@@ -59,10 +60,10 @@ async function world(
   if (options.key !== null) {
     writeSecret("fixture", "default", { key: options.key ?? KEY, root: secrets });
   }
-  const ws = `${f.dir}/ws`;
-  Deno.mkdirSync(ws);
-  Deno.writeTextFileSync(`${ws}/hello.txt`, "hello from the workspace\n");
-  Deno.writeTextFileSync(`${ws}/second.txt`, "the second file\n");
+  const ws = await workspace(f, {
+    "hello.txt": "hello from the workspace\n",
+    "second.txt": "the second file\n",
+  });
   const d = await startRuntimeDaemon(f, { env: { CORTEXFS_SECRETS: secrets } });
   return { f, d, ws, secrets };
 }

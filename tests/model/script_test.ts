@@ -9,6 +9,7 @@ import {
   shape,
   startRuntimeDaemon,
   type Tree,
+  workspace,
 } from "../fixture/mod.ts";
 
 /** Adds a model-backed agent on `debug/script` with `script` (JSONL lines) in its home. */
@@ -20,13 +21,6 @@ function scripted(f: Tree, name: string, lines: unknown[]): void {
   );
 }
 
-async function workspace(f: Tree): Promise<string> {
-  const ws = `${f.dir}/ws`;
-  await Deno.mkdir(ws);
-  await Deno.writeTextFile(`${ws}/hello.txt`, "hello from the workspace\n");
-  return ws;
-}
-
 Deno.test("debug/script: a scripted tsh fs.read call reads the workspace file and the result reaches the next turn", async () => {
   const f = await makeTree();
   scripted(f, "m", [
@@ -36,7 +30,7 @@ Deno.test("debug/script: a scripted tsh fs.read call reads the workspace file an
     },
     { text: "It says: {{result}}" },
   ]);
-  const ws = await workspace(f);
+  const ws = await workspace(f, { "hello.txt": "hello from the workspace\n" });
   const d = await startRuntimeDaemon(f);
   try {
     const out = await ctx(f, ["agent", "send", "m", "read hello.txt"], { cwd: ws });

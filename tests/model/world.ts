@@ -11,6 +11,7 @@ import {
   type RuntimeDaemon,
   startRuntimeDaemon,
   type Tree,
+  workspace,
 } from "../fixture/mod.ts";
 
 /** One test's world. */
@@ -79,9 +80,7 @@ export async function world(
     model: "fixture/chat",
     ...(o.window ? { window: String(o.window) } : {}),
   });
-  const ws = `${f.dir}/ws`;
-  Deno.mkdirSync(ws);
-  Deno.writeTextFileSync(`${ws}/hello.txt`, "hello from the workspace\n");
+  const ws = await workspace(f, { "hello.txt": "hello from the workspace\n" });
   o.prepare?.(f, ws);
   const d = await startRuntimeDaemon(f, { env: { CORTEXFS_SECRETS: `${f.dir}/secrets` } });
   return { f, d, ws };

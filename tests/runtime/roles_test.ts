@@ -3,13 +3,16 @@ import { assert, assertEquals } from "../assert.ts";
 import {
   AGENT_SH,
   cleanup,
-  ctxRun,
+  type CtxOn,
+  ctxOn,
   type Daemon,
+  gone,
   makeTree,
   nobodyDenoDir,
-  PEER,
+  type Peer,
   sh,
   startDaemon,
+  startPeer,
   type Tree,
   until,
 } from "../fixture/mod.ts";
@@ -42,15 +45,8 @@ function receipt(tree: Tree, agent: string): Receipt | null {
   }
 }
 
-function ctxOf(tree: Tree) {
-  return (args: string[], o: { as?: number; denoDir?: string } = {}) =>
-    ctxRun(args, {
-      as: o.as,
-      env: o.denoDir
-        ? { CTX_ROOT: tree.mount, DENO_DIR: o.denoDir, HOME: o.denoDir }
-        : { CTX_ROOT: tree.mount },
-    });
-}
+/** `ctx ARGS` on the tree's mount. */
+const ctxOf = (tree: Tree) => (args: string[], o: CtxOn = {}) => ctxOn(tree, args, o);
 
 /** A tree with agent `t` (the test executable agent, root's) and its log dir. */
 async function treeWithT(): Promise<Tree> {
@@ -64,34 +60,17 @@ async function daemon(tree: Tree, idle = 300): Promise<Daemon> {
   return await startDaemon(tree, { args: ["--idle-timeout", String(idle)] });
 }
 
-/** A client sending `input` to `t` in session default, streaming frames; resolves once `until` shows. */
-async function sleeper(tree: Tree, id: string) {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "-A",
-      "--no-config",
-      PEER,
-      `${tree.run}/agent/t.sock`,
-      JSON.stringify({ op: "send", id, session: "default", input: "sleep" }),
-    ],
-    stdout: "piped",
-    stderr: "null",
-  }).spawn();
-  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
-  let seen = "";
-  while (!seen.includes("sleeping")) {
-    const { value, done } = await reader.read();
-    if (done) break;
-    seen += value;
-  }
+/** A client sending "sleep" to `t` in session default; resolves once the agent says it sleeps. */
+async function sleeper(tree: Tree, id: string): Promise<Peer> {
+  const p = startPeer(`${tree.run}/agent/t.sock`, {
+    op: "send",
+    id,
+    session: "default",
+    input: "sleep",
+  });
+  const seen = await p.waitFor("sleeping");
   assert(seen.includes("sleeping"), seen);
-  return {
-    async end() {
-      await reader.cancel().catch(() => {});
-      await child.status;
-    },
-  };
+  return p;
 }
 
 /** The frames of the run a client id started in `t`'s default session. */
@@ -101,14 +80,6 @@ function runFrames(tree: Tree, clientId: string): Record<string, unknown>[] {
   ) as Record<string, unknown>[];
   const run = events.find((e) => e.type === "start" && e.client_id === clientId)?.run;
   return events.filter((e) => e.run === run);
-}
-
-function gone(pid: number): boolean {
-  try {
-    return read(`/proc/${pid}/stat`).split(") ")[1][0] === "Z";
-  } catch {
-    return true;
-  }
 }
 
 Deno.test({

@@ -1,6 +1,6 @@
 /** The terminal supervisor's receipts (src/runtime/terminals.ts) with a stand-in ctxterm: held until its receipt is on disk, stopped only as the receipt proves, reaped at start. */
 import { assert, assertEquals } from "../assert.ts";
-import { makeTree } from "../fixture/mod.ts";
+import { gone, makeTree } from "../fixture/mod.ts";
 import { startTerminals } from "../../src/runtime/terminals.ts";
 import { startTime } from "../../src/sandbox/receipt.ts";
 import { openDir } from "../../src/sandbox/workspace.ts";
@@ -18,14 +18,6 @@ function standIn(mark: string, receipt: string): string[] {
 printf '{"ready":true,"pid":%s,"socket":"s","child":0}\\n' $$
 exec sleep 600`;
   return ["/bin/sh", "-c", script, "standin"];
-}
-
-function alive(pid: number): boolean {
-  try {
-    return Deno.readTextFileSync(`/proc/${pid}/stat`).split(") ")[1][0] !== "Z";
-  } catch {
-    return false;
-  }
 }
 
 Deno.test({
@@ -60,11 +52,11 @@ Deno.test({
       a.terminal.receipt.start_time = String(Number(r.start_time) - 1);
       const stopped = await terms.stop("coder");
       assertEquals(stopped.map((s) => s.result), ["stale"]);
-      assert(alive(pid), "the process the stale receipt named lives");
+      assert(!gone(pid), "the process the stale receipt named lives");
       assertEquals(terms.list("coder"), []);
     } finally {
       closeFd(ws);
-      if (pid && alive(pid)) Deno.kill(pid, "SIGKILL");
+      if (pid && !gone(pid)) Deno.kill(pid, "SIGKILL");
       await terms.close();
       await Deno.remove(f.dir, { recursive: true });
     }
@@ -117,7 +109,7 @@ Deno.test({
       const terms = await startTerminals({ root: f.root, run: f.run, command: [], graceMs: 5000 });
       assertEquals(terms.reaped, { stopped: ["coder/default"], stale: ["coder/s2"] });
       assertEquals((await live.status).signal, "SIGTERM");
-      assert(alive(victim.pid), "the forged receipt's pid was never signalled");
+      assert(!gone(victim.pid), "the forged receipt's pid was never signalled");
       assertEquals([...Deno.readDirSync(dir)].map((e) => e.name), []);
       await terms.close();
     } finally {

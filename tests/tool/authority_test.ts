@@ -2,16 +2,7 @@
 import { assert, assertEquals, assertMatch, assertStringIncludes } from "../assert.ts";
 import { runTsh } from "../../src/tool/mod.ts";
 import { authorize } from "../../src/tool/authorize.ts";
-import { addTool, cleanup, toolTree } from "../fixture/mod.ts";
-
-const exists = (p: string) => {
-  try {
-    Deno.lstatSync(p);
-    return true;
-  } catch {
-    return false;
-  }
-};
+import { addTool, cleanup, exists, toolTree } from "../fixture/mod.ts";
 
 Deno.test("tsh never falls back to host PATH: /usr/bin/ls is not found, even when CTX_PATH names /usr/bin", async () => {
   const f = await toolTree();

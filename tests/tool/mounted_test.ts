@@ -2,7 +2,7 @@
 import { assert, assertEquals, assertStringIncludes } from "../assert.ts";
 import { authorize } from "../../src/tool/authorize.ts";
 import { runTsh } from "../../src/tool/mod.ts";
-import { cleanup, toolTree } from "../fixture/mod.ts";
+import { cleanup, exists, toolTree } from "../fixture/mod.ts";
 
 const repo = new URL("../../", import.meta.url).pathname;
 const CTX = `${repo}cli/ctx.ts`;
@@ -50,15 +50,6 @@ function clean(content: string, where: string): void {
   assertEquals(keys.filter((k) => !ALLOWED.includes(k)), [], `${where}: ${content}`);
   assert(keys.includes("CTX_AGENT"), `${where}: ${content}`);
 }
-
-const exists = (p: string) => {
-  try {
-    Deno.lstatSync(p);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 Deno.test({
   name:

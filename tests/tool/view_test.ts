@@ -1,16 +1,7 @@
 /** The agent's mount, root and cwd controls, run for real: tsh in bwrap over a real tree. */
 import { assert, assertEquals, assertStringIncludes } from "../assert.ts";
 import { runTsh } from "../../src/tool/mod.ts";
-import { cleanup, grant, toolTree } from "../fixture/mod.ts";
-
-const exists = (p: string) => {
-  try {
-    Deno.lstatSync(p);
-    return true;
-  } catch {
-    return false;
-  }
-};
+import { cleanup, exists, grant, toolTree } from "../fixture/mod.ts";
 
 async function dir(files: Record<string, string> = {}): Promise<string> {
   const d = Deno.realPathSync(await Deno.makeTempDir({ prefix: "cortexfs-view-" }));
