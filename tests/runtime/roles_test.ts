@@ -10,6 +10,7 @@ import {
   makeTree,
   nobodyDenoDir,
   type Peer,
+  receiptAt,
   sh,
   startDaemon,
   startPeer,
@@ -19,31 +20,17 @@ import {
 import { createAgent } from "../../src/store/agent_new.ts";
 import { readRecords } from "../../src/store/jsonl.ts";
 import { startTime } from "../../src/sandbox/receipt.ts";
+import type { InstanceReceipt } from "../../src/runtime/receipt.ts";
 
 const root = Deno.uid() === 0;
 
-type Receipt = {
-  unit: string;
-  invocation: string;
-  agent: string;
-  pid: number;
-  pgid: number;
-  start_time: string;
-  boot_id: string;
-  uid: number;
-};
+type Receipt = InstanceReceipt;
 
 const read = (p: string) => Deno.readTextFileSync(p);
 const control = (tree: Tree, agent: string, f: string) =>
   read(`${tree.root}/agent/${agent}.d/${f}`);
 const receiptPath = (tree: Tree, agent: string) => `${tree.run}/instance/${agent}.json`;
-function receipt(tree: Tree, agent: string): Receipt | null {
-  try {
-    return JSON.parse(read(receiptPath(tree, agent)));
-  } catch {
-    return null;
-  }
-}
+const receipt = (tree: Tree, agent: string) => receiptAt(receiptPath(tree, agent));
 
 /** `ctx ARGS` on the tree's mount. */
 const ctxOf = (tree: Tree) => (args: string[], o: CtxOn = {}) => ctxOn(tree, args, o);

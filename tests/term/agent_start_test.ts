@@ -10,46 +10,24 @@ import {
   makeTree,
   nobodyDenoDir,
   pane,
+  receiptAt,
   startDaemon,
   type Tmux,
   type Tree,
-  until,
 } from "../fixture/mod.ts";
 import { parseTerminalEvents } from "../../src/abi/terminal.ts";
 import { startTime } from "../../src/sandbox/receipt.ts";
+import type { InstanceReceipt } from "../../src/runtime/receipt.ts";
 
 const root = Deno.uid() === 0;
-type Receipt = {
-  schema: string;
-  unit: string;
-  invocation: string;
-  agent: string;
-  pid: number;
-  pgid: number;
-  start_time: string;
-  boot_id: string;
-  uid: number;
-  session: string;
-  terminal: string;
-  owner: number;
-};
+/** A terminal unit's receipt: an instance receipt with its session, terminal id and owner. */
+type Receipt = Required<InstanceReceipt>;
 
 const read = (p: string) => Deno.readTextFileSync(p);
 const receiptPath = (tree: Tree, agent: string, session: string) =>
   `${tree.run}/terminal/${agent}/${session}.json`;
-function receipt(tree: Tree, agent: string, session = "default"): Receipt | null {
-  try {
-    return JSON.parse(read(receiptPath(tree, agent, session)));
-  } catch {
-    return null;
-  }
-}
-
-async function daemon(tree: Tree): Promise<Daemon> {
-  const d = await startDaemon(tree);
-  await until(() => d.log().includes("agent sockets under"), "the agent sockets");
-  return d;
-}
+const receipt = (tree: Tree, agent: string, session = "default") =>
+  receiptAt(receiptPath(tree, agent, session)) as Receipt | null;
 
 Deno.test({
   name:
@@ -63,7 +41,7 @@ Deno.test({
     let d: Daemon | null = null;
     const panes: Tmux[] = [];
     try {
-      d = await daemon(tree);
+      d = await startDaemon(tree);
       const started = await ctxOn(tree, ["agent", "start", "coder"], { cwd: ws });
       assertEquals(started.code, 0, started.stderr);
       const lines = started.stdout.trim().split("\n");
@@ -215,7 +193,7 @@ Deno.test({
     let d: Daemon | null = null;
     let left: Receipt | null = null;
     try {
-      d = await daemon(tree);
+      d = await startDaemon(tree);
       const started = await ctxOn(tree, ["agent", "start", "coder", "--session", "s1"], {
         cwd: ws,
       });
@@ -237,7 +215,7 @@ Deno.test({
         start_time: String(Number(startTime(victim.pid)) - 1), // the pid, reused
       };
       Deno.writeTextFileSync(receiptPath(tree, "coder", "s2"), JSON.stringify(forged) + "\n");
-      d = await daemon(tree);
+      d = await startDaemon(tree);
       assert(d.log().includes("stopped terminals a killed host left: coder/s1"), d.log());
       assert(gone(left.pid), "the left terminal was stopped");
       assert(!gone(victim.pid), "the forged receipt's pid was never signalled");
