@@ -8,10 +8,9 @@
 import { buildSingle } from "../../packaging/single.ts";
 import { programs } from "../../packaging/build.ts";
 import { startRuntime } from "../../src/runtime/mod.ts";
-import { makeTree } from "../../tests/fixture/mod.ts";
+import { makeTree, REPO } from "../../tests/fixture/mod.ts";
 
 const N = Number(Deno.env.get("BENCH_N") ?? 20);
-const REPO = new URL("../..", import.meta.url).pathname.replace(/\/$/, "");
 
 function mid(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);

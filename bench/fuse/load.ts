@@ -4,7 +4,7 @@
  * calls through the same cortexfsd. Prints p50/p99/max of each phase and the ratio to idle.
  * Never asserts a duration. Run: tools/deno run -A bench/fuse/load.ts [--deltas 20000] [--calls 20]
  */
-import { cleanup, type Daemon, DENO, makeTree, startDaemon } from "../../tests/fixture/mod.ts";
+import { cleanup, CTX, type Daemon, DENO, makeTree, startDaemon } from "../../tests/fixture/mod.ts";
 import { createAgent } from "../../src/store/agent_new.ts";
 
 const arg = (name: string, dflt: number) => {
@@ -12,7 +12,6 @@ const arg = (name: string, dflt: number) => {
   return i >= 0 ? Number(Deno.args[i + 1]) : dflt;
 };
 const DELTAS = arg("--deltas", 20000), CALLS = arg("--calls", 20);
-const CTX = new URL("../../cli/ctx.ts", import.meta.url).pathname;
 
 // One latency (us) per line for each path, until the stop file appears (then a few more).
 const LOOP = `

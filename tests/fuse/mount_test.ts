@@ -2,10 +2,19 @@
 import { assert, assertEquals, assertMatch } from "../assert.ts";
 import { mountedType } from "../../src/fuse/mount.ts";
 import { BINARIES } from "../../src/fuse/launcher.ts";
-import { cleanup, type Daemon, DENO, makeTree, sh, startDaemon, until } from "../fixture/mod.ts";
+import {
+  cleanup,
+  CTX,
+  type Daemon,
+  DENO,
+  makeTree,
+  REPO,
+  sh,
+  startDaemon,
+  until,
+} from "../fixture/mod.ts";
 
 const read = (p: string) => Deno.readTextFileSync(p);
-const CHECKOUT = new URL("../..", import.meta.url).pathname.replace(/\/$/, "");
 
 Deno.test("the root is frozen: exactly the seven names; creating anything else fails EACCES", async () => {
   const tree = await makeTree();
@@ -64,7 +73,7 @@ Deno.test("status is dynamic JSON and read-only (EROFS even for root); bin/ has 
     assertEquals(read(`${tree.mount}/model/debug/echo.d/limit`), "131072\n");
     // a launcher is projected only when its binary can start (dist/bin/<name> or cli/<name>.ts)
     const startable = BINARIES.filter((b) =>
-      [`${CHECKOUT}/dist/bin/${b}`, `${CHECKOUT}/cli/${b}.ts`].some((f) => {
+      [`${REPO}/dist/bin/${b}`, `${REPO}/cli/${b}.ts`].some((f) => {
         try {
           return Deno.statSync(f).isFile;
         } catch {
@@ -314,7 +323,6 @@ Deno.test("ctx gives the same results through the mount as on the storage tree",
   let d: Daemon | null = null;
   try {
     d = await startDaemon(tree);
-    const ctx = `${new URL("../..", import.meta.url).pathname}cli/ctx.ts`;
     const cmds = [
       "cat agent/coder.d/window",
       "set agent/coder.d/window 4096",
@@ -329,7 +337,7 @@ Deno.test("ctx gives the same results through the mount as on the storage tree",
     for (const root of [tree.mount, tree.root]) {
       results[root === tree.mount ? "mount" : "tree"] = [];
       for (const c of cmds) {
-        const r = await sh(`${DENO} run -A ${ctx} -r ${root} ${c}`);
+        const r = await sh(`${DENO} run -A ${CTX} -r ${root} ${c}`);
         results[root === tree.mount ? "mount" : "tree"].push(
           `${c} => ${r.code} ${r.stdout}${r.stderr}`,
         );

@@ -2,7 +2,7 @@
 import { assert, assertEquals, assertMatch, assertStringIncludes } from "../assert.ts";
 import { runTsh } from "../../src/tool/mod.ts";
 import { authorize } from "../../src/tool/authorize.ts";
-import { addTool, cleanup, exists, toolTree } from "../fixture/mod.ts";
+import { addTool, cleanup, ENVDUMP, exists, grant, TOOL_ENV, toolTree } from "../fixture/mod.ts";
 
 Deno.test("tsh never falls back to host PATH: /usr/bin/ls is not found, even when CTX_PATH names /usr/bin", async () => {
   const f = await toolTree();
@@ -63,20 +63,6 @@ Deno.test("the default cwd is /workspace, HOME is /home/agent; /workspace/.git i
   }
 });
 
-const ALLOWED = [
-  "CTX_AGENT",
-  "CTX_AGENT_SUBJECT",
-  "CTX_HOME",
-  "CTX_PATH",
-  "CTX_ROOT",
-  "HOME",
-  "LANG",
-  "LOGNAME",
-  "PATH",
-  "SHELL",
-  "TERM",
-  "USER",
-];
 const SECRETS = {
   OPENAI_API_KEY: "sk-test-openai",
   AWS_SECRET_ACCESS_KEY: "aws-test-secret",
@@ -87,12 +73,8 @@ Deno.test("secrets in the daemon's and the client's environment reach no tool pr
   const f = await toolTree();
   try {
     // A tool object that prints its own initial environment (/proc/self/environ, not a shell's view).
-    addTool(f.root, "envdump", "#!/bin/sh\ntr '\\0' '\\n' < /proc/$$/environ\n");
-    f.set(
-      "policy",
-      Deno.readTextFileSync(`${f.root}/agent/coder.d/policy`) +
-        "allow coder_t tool:envdump execute\n",
-    );
+    addTool(f.root, "envdump", ENVDUMP);
+    grant(f, "allow coder_t tool:envdump execute\n");
     // The "daemon": a separate process whose environment holds the secrets, calling runTsh.
     const script = `
       import { runTsh } from "${new URL("../../src/tool/mod.ts", import.meta.url).pathname}";
@@ -114,7 +96,7 @@ Deno.test("secrets in the daemon's and the client's environment reach no tool pr
       assertEquals(r.status, "ok", r.content);
       for (const v of Object.values(SECRETS)) assert(!r.content.includes(v), r.content);
       const keys = r.content.trim().split("\n").map((l: string) => l.split("=")[0]).sort();
-      assertEquals(keys, ALLOWED);
+      assertEquals(keys, TOOL_ENV);
     }
     // The "client": tsh itself run as a process with the secrets in its environment.
     const perms = JSON.parse(
@@ -296,10 +278,7 @@ Deno.test("a tool executable that is a symlink is refused", async () => {
     Deno.symlinkSync("bash", `${f.root}/tool/sh2`);
     Deno.mkdirSync(`${f.root}/tool/sh2.d`);
     Deno.writeTextFileSync(`${f.root}/tool/sh2.d/policy`, "allow coder_t tool:sh2 execute\n");
-    f.set(
-      "policy",
-      Deno.readTextFileSync(`${f.root}/agent/coder.d/policy`) + "allow coder_t tool:sh2 execute\n",
-    );
+    grant(f, "allow coder_t tool:sh2 execute\n");
     const r = await runTsh(["sh2", "touch /workspace/marker"], o);
     assertEquals([r.errno, r.exitCode], ["EACCES", 13]);
     assertMatch(r.content, /symlink/);
@@ -339,11 +318,7 @@ Deno.test("network is unshared unless policy grants network:default connect", as
     assertEquals((await runTsh(["bash", ifaces], o)).content, "lo\n");
     const host = Deno.readTextFileSync("/proc/net/dev").split("\n").slice(2)
       .filter((l) => l.includes(":")).map((l) => l.split(":")[0].trim()).sort();
-    f.set(
-      "policy",
-      Deno.readTextFileSync(`${f.root}/agent/coder.d/policy`) +
-        "allow coder_t network:default connect\n",
-    );
+    grant(f, "allow coder_t network:default connect\n");
     assertEquals((await runTsh(["bash", ifaces], o)).content, host.join("\n") + "\n");
   } finally {
     await cleanup(f);

@@ -4,9 +4,8 @@ import { runTsh } from "../../src/tool/mod.ts";
 import { runTool } from "../../src/tool/exec.ts";
 import { MAX_EDIT, MAX_INPUT } from "../../src/tool/fs.ts";
 import { type Receipt, receiptLive } from "../../src/sandbox/receipt.ts";
-import { cleanup, toolTree } from "../fixture/mod.ts";
+import { cleanup, toolTree, TSH } from "../fixture/mod.ts";
 
-const TSH = new URL("../../cli/tsh.ts", import.meta.url).pathname;
 const PERMS: string[] = JSON.parse(
   Deno.readTextFileSync(new URL("../../packaging/permissions.json", import.meta.url)),
 ).tsh;

@@ -2,33 +2,15 @@
 import { assert, assertEquals, assertStringIncludes } from "../assert.ts";
 import { authorize } from "../../src/tool/authorize.ts";
 import { runTsh } from "../../src/tool/mod.ts";
-import { cleanup, exists, toolTree } from "../fixture/mod.ts";
+import { cleanup, CTX, ENVDUMP, exists, REPO, TOOL_ENV, toolTree, TSH } from "../fixture/mod.ts";
 
-const repo = new URL("../../", import.meta.url).pathname;
-const CTX = `${repo}cli/ctx.ts`;
-const TSH = `${repo}cli/tsh.ts`;
-const PERMS: string[] = JSON.parse(Deno.readTextFileSync(`${repo}packaging/permissions.json`)).tsh;
+const PERMS: string[] = JSON.parse(Deno.readTextFileSync(`${REPO}/packaging/permissions.json`)).tsh;
 
 const SECRETS = {
   OPENAI_API_KEY: "sk-mounted-openai",
   AWS_SECRET_ACCESS_KEY: "aws-mounted-secret",
   CORTEXFS_DEPLOY_TOKEN: "made-up-mounted-token",
 };
-const ALLOWED = [
-  "CTX_AGENT",
-  "CTX_AGENT_SUBJECT",
-  "CTX_HOME",
-  "CTX_PATH",
-  "CTX_ROOT",
-  "HOME",
-  "LANG",
-  "LOGNAME",
-  "PATH",
-  "SHELL",
-  "TERM",
-  "USER",
-];
-const ENVDUMP = "#!/bin/sh\ntr '\\0' '\\n' < /proc/$$/environ\n";
 
 const dec = (b: Uint8Array) => new TextDecoder().decode(b);
 
@@ -47,7 +29,7 @@ async function sh(script: string): Promise<{ code: number; out: string; err: str
 function clean(content: string, where: string): void {
   for (const v of Object.values(SECRETS)) assert(!content.includes(v), `${where}: ${content}`);
   const keys = content.trim().split("\n").map((l) => l.split("=")[0]);
-  assertEquals(keys.filter((k) => !ALLOWED.includes(k)), [], `${where}: ${content}`);
+  assertEquals(keys.filter((k) => !TOOL_ENV.includes(k)), [], `${where}: ${content}`);
   assert(keys.includes("CTX_AGENT"), `${where}: ${content}`);
 }
 
@@ -63,7 +45,7 @@ Deno.test({
       args: [
         "run",
         "-A",
-        `${repo}cli/cortexfsd.ts`,
+        `${REPO}/cli/cortexfsd.ts`,
         "--storage",
         f.storage,
         "--mount",
@@ -73,7 +55,7 @@ Deno.test({
         "--ttl",
         "0",
       ],
-      cwd: repo,
+      cwd: REPO,
       env: SECRETS,
       stdout: "null",
       stderr: "null",
@@ -152,9 +134,9 @@ Deno.test({
             args: [
               "eval",
               "--config",
-              `${repo}deno.json`,
+              `${REPO}/deno.json`,
               `
-          import { runTsh } from "${repo}src/tool/mod.ts";
+          import { runTsh } from "${REPO}/src/tool/mod.ts";
           const o = ${JSON.stringify(o)};
           console.log(JSON.stringify([await runTsh(["envdump"], o),
             await runTsh(["bash", "tr '\\\\0' '\\\\n' < /proc/$$/environ"], o)]));`,
