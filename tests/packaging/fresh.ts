@@ -7,7 +7,7 @@
 import { buildSingle } from "../../packaging/single.ts";
 import { programs } from "../../packaging/build.ts";
 import { VERSION } from "../../src/abi/version.ts";
-import { REPO } from "../fixture/mod.ts";
+import { exists, REPO } from "../fixture/mod.ts";
 
 /** The file name a download has. */
 export const NAME = `cortexfs-${VERSION}-linux-x86_64`;
@@ -23,16 +23,6 @@ export function builtFile(): Promise<string> {
   })();
 }
 
-/** True when `p` exists (a symlink: its target). */
-export function exists(p: string): boolean {
-  try {
-    Deno.statSync(p);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 /** What a fresh machine does not have: this checkout, the pinned deno's package, Deno's caches. */
 export function hidden(): string[] {
   const deno = Deno.execPath().replace(/\/[^/]*$/, "");
@@ -40,7 +30,7 @@ export function hidden(): string[] {
   const dirs = [REPO, deno, Deno.env.get("DENO_DIR") ?? `${home}/.cache/deno`];
   // Only existing directories can be covered; a path inside another one is covered with it.
   return [...new Set(dirs)].filter((d) =>
-    exists(d) && !dirs.some((o) => o !== d && d.startsWith(`${o}/`))
+    exists(d, { follow: true }) && !dirs.some((o) => o !== d && d.startsWith(`${o}/`))
   );
 }
 

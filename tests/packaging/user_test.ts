@@ -5,8 +5,8 @@
  * test's own and the checkout, deno and the network are out of reach.
  */
 import { assertEquals } from "../assert.ts";
-import { REPO, run, Tmux } from "../fixture/mod.ts";
-import { builtFile, clean, exists, fresh, inside, NAME, start } from "./fresh.ts";
+import { exists, REPO, run, Tmux } from "../fixture/mod.ts";
+import { builtFile, clean, fresh, inside, NAME, start } from "./fresh.ts";
 
 const root = Deno.uid() === 0;
 
@@ -47,7 +47,7 @@ Deno.test({
     Deno.chmodSync(file, 0o755);
     Deno.mkdirSync(`${dir}/var-cache`);
     // /ctx itself must exist to be mounted on (only in our namespace); made empty if missing.
-    const madeCtx = !exists("/ctx");
+    const madeCtx = !exists("/ctx", { follow: true });
     if (madeCtx) Deno.mkdirSync("/ctx", { mode: 0o755 });
     const name = `cfs${Deno.pid}`;
     const home = `${dir}/home`;

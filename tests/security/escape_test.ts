@@ -1,7 +1,7 @@
 /**
  * Issue 8 hole 10: nothing an executable agent starts outlives its run, and nothing it starts can
  * wedge the run: a child leaving the group (`setsid`), a child holding stdout, an agent ignoring
- * SIGTERM, a daemon killed with SIGKILL. Runs on the runtime alone (tests/runtime/helpers.ts): the
+ * SIGTERM, a daemon killed with SIGKILL. Runs on the runtime alone (tests/fixture/runtime.ts): the
  * processes of a run are found on the host by their CTX_RUN_ID (`runPids`).
  */
 import { assert, assertEquals } from "../assert.ts";
