@@ -87,7 +87,7 @@ Deno.test({
     "the built cortexfsd launcher starts agent instances with the same deno and permission set: a send through the built ctx is served by `cortexfsd instance coder`",
   ignore: Deno.uid() !== 0,
   async fn() {
-    const { cleanup, makeTree, until } = await import("../tests/fuse/fixture.ts");
+    const { cleanup, makeTree, until } = await import("../tests/fixture/mod.ts");
     const dist = await Deno.makeTempDir({ prefix: "ctx-build-" });
     const out = `${dist}/bin`;
     const tree = await makeTree();
@@ -128,7 +128,7 @@ Deno.test({
         child.kill("SIGKILL");
         await child.status;
       }
-      await cleanup(null, tree);
+      await cleanup(tree);
       await Deno.remove(dist, { recursive: true });
     }
   },

@@ -6,7 +6,7 @@
  * Prints p50/p99/max of each phase, the ratio to idle and to each reference under load.
  * Never asserts a duration. Run: tools/deno run -A bench/fuse/load.ts [--deltas 20000] [--calls 20]
  */
-import { cleanup, type Daemon, DENO, makeTree, startDaemon } from "../../tests/fuse/fixture.ts";
+import { cleanup, CTX, type Daemon, DENO, makeTree, startDaemon } from "../../tests/fixture/mod.ts";
 import { createAgent } from "../../src/store/agent_new.ts";
 
 const arg = (name: string, dflt: number) => {
@@ -14,7 +14,6 @@ const arg = (name: string, dflt: number) => {
   return i >= 0 ? Number(Deno.args[i + 1]) : dflt;
 };
 const DELTAS = arg("--deltas", 20000), CALLS = arg("--calls", 20);
-const CTX = new URL("../../cli/ctx.ts", import.meta.url).pathname;
 
 const HERE = new URL(".", import.meta.url).pathname;
 
@@ -173,5 +172,5 @@ try {
     await new Deno.Command("fusermount3", { args: ["-u", ptMnt] }).output();
     await ptll.status;
   }
-  await cleanup(d, tree);
+  await cleanup(tree, d);
 }

@@ -6,11 +6,10 @@
  */
 import { startRuntime } from "../../src/runtime/mod.ts";
 import { openaiChatDriver } from "../../src/model/openai.ts";
-import { cleanup, Raw } from "../../tests/runtime/helpers.ts";
+import { cleanup, makeTree, Raw } from "../../tests/fixture/mod.ts";
 import { fixture, OpenAIServer } from "../../tests/model/openai_server.ts";
 import { addModel } from "../../tests/model/world.ts";
 import { createAgent } from "../../src/store/agent_new.ts";
-import { makeTree } from "../../tests/runtime/helpers.ts";
 
 const N = Number(Deno.env.get("BENCH_N") ?? 30);
 
@@ -23,7 +22,7 @@ const server = new OpenAIServer();
 const f = await makeTree();
 addModel(f, "fixture/chat", { baseURL: server.baseURL, id: "fixture-model", limit: 131072 });
 createAgent(f.root, "m", { uid: 0, gid: 0, model: "fixture/chat" });
-const ws = `${f.tmp}/ws`;
+const ws = `${f.dir}/ws`;
 Deno.mkdirSync(ws);
 Deno.chdir(ws); // the socket client's cwd is the workspace the runtime holds
 const rt = await startRuntime({ root: f.root, run: f.run });

@@ -7,7 +7,7 @@
 import { startRuntime } from "../../src/runtime/mod.ts";
 import { historyOf } from "../../src/runtime/host.ts";
 import { sessionRef } from "../../src/store/session.ts";
-import { addTestAgent, cleanup, makeTree, Raw } from "../../tests/runtime/helpers.ts";
+import { addTestAgent, cleanup, makeTree, Raw } from "../../tests/fixture/mod.ts";
 
 const N = Number(Deno.env.get("BENCH_N") ?? 30);
 /** Deltas of the flood case. */

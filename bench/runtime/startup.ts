@@ -7,12 +7,10 @@
  * in-process runtime (the design before per-agent instances) takes to start on the same tree.
  * Prints numbers; asserts no duration.
  */
-import { cleanup, DENO, makeTree, startDaemon } from "../../tests/fuse/fixture.ts";
-import { ctx } from "../../tests/ctx/run.ts";
+import { cleanup, ctxRun, makeTree, startDaemon } from "../../tests/fixture/mod.ts";
 import { mountedType } from "../../src/fuse/mount.ts";
 
 const N = Number(Deno.env.get("BENCH_AGENTS") ?? 10_000);
-const CORTEXFSD = new URL("../../cli/cortexfsd.ts", import.meta.url).pathname;
 
 /** Every file below `dir` (relative path, bytes, mode) and every directory, read once. */
 function snapshot(dir: string, rel = ""): { dirs: string[]; files: [string, string, number][] } {
@@ -43,7 +41,9 @@ const tree = await makeTree();
 try {
   // One real session (made by the runtime) to give every agent a history to index.
   const seed = await startDaemon(tree);
-  const first = await ctx(["agent", "send", "coder", "hello"], { env: { CTX_ROOT: tree.mount } });
+  const first = await ctxRun(["agent", "send", "coder", "hello"], {
+    env: { CTX_ROOT: tree.mount },
+  });
   if (first.code !== 0) throw new Error(`seed send failed: ${first.stderr}`);
   await seed.stop();
 
@@ -63,26 +63,7 @@ try {
   const made = performance.now() - t0;
 
   const spawned = performance.now();
-  const child = new Deno.Command(DENO, {
-    args: [
-      "run",
-      "-A",
-      CORTEXFSD,
-      "--storage",
-      tree.storage,
-      "--mount",
-      tree.mount,
-      "--run",
-      tree.run,
-    ],
-    stdin: "null",
-    stdout: "null",
-    stderr: "piped",
-  }).spawn();
-  let log = "";
-  const pump = (async () => {
-    for await (const c of child.stderr) log += new TextDecoder().decode(c);
-  })();
+  const d = await startDaemon(tree, { wait: false });
   // A bench may spin: it measures when the mount appears.
   while (mountedType(tree.mount) === null) await new Promise((r) => setTimeout(r, 1));
   const mounted = performance.now();
@@ -100,16 +81,14 @@ try {
   const lsAgent = await timed(async () => {
     for await (const _ of Deno.readDir(`${tree.mount}/agent`)) agentEntries++;
   });
-  while (!log.includes("agent sockets under")) await new Promise((r) => setTimeout(r, 5));
+  while (!d.log().includes("agent sockets under")) await new Promise((r) => setTimeout(r, 5));
   const armed = performance.now() - mounted;
   const target = `a${String(Math.floor(N / 2)).padStart(5, "0")}`;
   const env = { CTX_ROOT: tree.mount };
-  const cold = await timed(() => ctx(["agent", "send", target, "cold"], { env }));
-  const warm = await timed(() => ctx(["agent", "send", target, "warm"], { env }));
-  const direct = await timed(() => ctx(["status"], { env })); // ctx's own start, for scale
-  child.kill("SIGTERM");
-  await child.status;
-  await pump;
+  const cold = await timed(() => ctxRun(["agent", "send", target, "cold"], { env }));
+  const warm = await timed(() => ctxRun(["agent", "send", target, "warm"], { env }));
+  const direct = await timed(() => ctxRun(["status"], { env })); // ctx's own start, for scale
+  await d.stop();
   // Before: what the single in-process runtime did at every start (cortexfsd before issue 9 ran
   // it on its main thread): index every agent's sessions, recover, listen on every socket.
   let single = NaN;
@@ -140,5 +119,5 @@ try {
     before_single_runtime_start_ms: f(single),
   }));
 } finally {
-  await cleanup(null, tree);
+  await cleanup(tree);
 }

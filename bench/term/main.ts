@@ -7,7 +7,7 @@
  * Prints numbers and ratios; never asserts a duration. BENCH_MB and BENCH_PINGS scale it.
  */
 import { FRAME } from "../../src/abi/terminal.ts";
-import { RawClient, startTerm, stopTerm } from "../../tests/term/fixture.ts";
+import { RawClient, startTerm, stopTerm } from "../../tests/fixture/mod.ts";
 
 const MB = Number(Deno.env.get("BENCH_MB") ?? 100);
 const PINGS = Number(Deno.env.get("BENCH_PINGS") ?? 40);

@@ -150,14 +150,19 @@ export function startMount(options: MountServeOptions): MountHandle {
     waitMs: options.waitMs,
     passthrough: options.passthrough,
   });
-  const done = conn.serve().finally(() => libc.close(mounted.fd));
+  // A stop() that unmounted ends serving because of that unmount, whether the loop then reads
+  // ENODEV or first sees the stop flag (which of the two wins is only timing).
+  let unmounted = false;
+  const done = conn.serve()
+    .then((why) => why === "stopped" && unmounted ? "unmounted" : why)
+    .finally(() => libc.close(mounted.fd));
   return {
     mounted,
     prepared,
     fs,
     done,
     async stop() {
-      await unmountFuse(mounted);
+      unmounted = (await unmountFuse(mounted)) === "unmounted";
       conn.stop();
       await done;
     },

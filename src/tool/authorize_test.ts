@@ -1,10 +1,10 @@
 /** authorize() against a real initial tree: each rule of the intersection refuses on its own. */
 import { assertEquals } from "../../tests/assert.ts";
-import { fixture } from "../../tests/tool/fixture.ts";
+import { cleanup, toolTree } from "../../tests/fixture/mod.ts";
 import { authorize } from "./authorize.ts";
 
 Deno.test("authorize() allows a granted built-in and names what it checked", async () => {
-  const f = await fixture();
+  const f = await toolTree();
   try {
     const v = authorize({ agent: "coder", tool: "fs.read", root: f.root, uid: 0 });
     if (!v.allow) throw new Error(v.reason);
@@ -22,12 +22,12 @@ Deno.test("authorize() allows a granted built-in and names what it checked", asy
     });
     assertEquals([v.agent.subject, v.network], ["coder_t", false]);
   } finally {
-    await f.cleanup();
+    await cleanup(f);
   }
 });
 
 Deno.test("authorize() denies: unknown agent, unknown tool, malformed policy, missing perm", async () => {
-  const f = await fixture();
+  const f = await toolTree();
   try {
     const ask = (agent: string, tool: string) => authorize({ agent, tool, root: f.root, uid: 0 });
     assertEquals(ask("nobody", "fs.read"), {
@@ -53,12 +53,12 @@ Deno.test("authorize() denies: unknown agent, unknown tool, malformed policy, mi
         `required control "perm" is missing`,
     });
   } finally {
-    await f.cleanup();
+    await cleanup(f);
   }
 });
 
 Deno.test("authorize() parses through the store loaders: every agent and tool control is checked, aliases resolve", async () => {
-  const f = await fixture();
+  const f = await toolTree();
   try {
     const ask = (agent = "coder") => authorize({ agent, tool: "fs.read", root: f.root, uid: 0 });
     // Controls the old private reader never looked at are parsed too: a bad one denies.
@@ -84,6 +84,6 @@ Deno.test("authorize() parses through the store loaders: every agent and tool co
     const named = ask();
     assertEquals(named.allow ? "" : named.errno, "EINVAL");
   } finally {
-    await f.cleanup();
+    await cleanup(f);
   }
 });

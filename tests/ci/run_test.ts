@@ -1,7 +1,6 @@
 /** `.ci/run` is as strict as the desk: a failing `deno task check` fails the run and is counted. */
 import { assertEquals } from "../assert.ts";
-
-const REPO = new URL("../..", import.meta.url).pathname.replace(/\/$/, "");
+import { REPO } from "../fixture/mod.ts";
 
 /**
  * Runs a copy of `.ci/run` in a temp checkout whose `tools/deno` is a stub (it records each call;

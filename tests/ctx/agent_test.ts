@@ -1,6 +1,6 @@
 /** `ctx agent new`: every option, and invalid input rejected before anything is written. */
 import { assertEquals, assertMatch } from "../assert.ts";
-import { ctx } from "./run.ts";
+import { ctxRun } from "../fixture/mod.ts";
 import { names, snapshot } from "../store/snapshot.ts";
 import { loadAgent } from "../../src/store/agent.ts";
 import { treeProblems } from "../../src/store/validate.ts";
@@ -9,7 +9,7 @@ import { BUILTIN_TOOLS } from "../../src/abi/builtin.ts";
 async function withTree(fn: (root: string) => Promise<void>): Promise<void> {
   const storage = await Deno.makeTempDir({ prefix: "ctx-agent-" });
   try {
-    const made = await ctx(["storage", "update"], { env: { CORTEXFS_STORAGE: storage } });
+    const made = await ctxRun(["storage", "update"], { env: { CORTEXFS_STORAGE: storage } });
     assertEquals([made.code, made.stderr], [0, ""]);
     await fn(`${storage}/current`);
   } finally {
@@ -22,7 +22,7 @@ const uid = Deno.uid() ?? 0;
 
 Deno.test("ctx agent new makes a model-backed agent with defaults, entry last, tree still valid", async () => {
   await withTree(async (root) => {
-    assertEquals(await ctx(["agent", "new", "helper"], at(root)), {
+    assertEquals(await ctxRun(["agent", "new", "helper"], at(root)), {
       code: 0,
       stdout: "agent/helper\n",
       stderr: "",
@@ -65,7 +65,7 @@ Deno.test("ctx agent new honours --model, --perm, --window and --exec", async ()
     const prog = await Deno.makeTempFile({ prefix: "ctx-agent-prog-" });
     try {
       Deno.writeTextFileSync(prog, "#!/bin/sh\necho '{}'\n");
-      const r = await ctx(
+      const r = await ctxRun(
         [
           "agent",
           "new",
@@ -114,7 +114,7 @@ Deno.test("ctx agent new rejects bad input before writing anything", async () =>
       [["a1", "--exec", "/tmp"], 2, "EINVAL: /tmp", /regular file/],
     ];
     for (const [args, code, head, rule] of cases) {
-      const r = await ctx(["agent", "new", ...args], at(root));
+      const r = await ctxRun(["agent", "new", ...args], at(root));
       const label = `${args.join(" ")}: ${r.stderr}`;
       assertEquals([r.code, r.stdout], [code, ""], label);
       assertEquals(r.stderr.startsWith(`ctx: ${head}: `), true, label);
@@ -128,7 +128,7 @@ Deno.test("ctx agent new refuses a half-created agent's leftover control directo
   await withTree(async (root) => {
     Deno.mkdirSync(`${root}/agent/ghost.d`);
     assertEquals(treeProblems(root), []); // a .d without its entry is not an object yet
-    const r = await ctx(["agent", "new", "ghost"], at(root));
+    const r = await ctxRun(["agent", "new", "ghost"], at(root));
     assertEquals(r, {
       code: 1,
       stdout: "",

@@ -1,11 +1,11 @@
 /** `ctx` commands as a user runs them: a real child process on a real storage tree. */
 import { assertEquals, assertMatch } from "../assert.ts";
-import { ctx, nobodyDenoDir, openTempDir } from "./run.ts";
+import { ctxRun, nobodyDenoDir, openTempDir } from "../fixture/mod.ts";
 
 async function withTree(fn: (root: string, storage: string) => Promise<void>): Promise<void> {
   const storage = await openTempDir("ctx-cli-");
   try {
-    const made = await ctx(["storage", "update"], { env: { CORTEXFS_STORAGE: storage } });
+    const made = await ctxRun(["storage", "update"], { env: { CORTEXFS_STORAGE: storage } });
     assertEquals([made.code, made.stderr], [0, ""]);
     await fn(`${storage}/current`, storage);
   } finally {
@@ -23,9 +23,9 @@ Deno.test("ctx status (also the default command) prints the tree's status lines"
         "tools=6\n",
       stderr: "",
     });
-    assertEquals(await ctx(["status"], at(root)), want("CTX_ROOT"));
-    assertEquals(await ctx([], at(root)), want("CTX_ROOT"));
-    assertEquals(await ctx(["--root", root, "status"]), want("--root"));
+    assertEquals(await ctxRun(["status"], at(root)), want("CTX_ROOT"));
+    assertEquals(await ctxRun([], at(root)), want("CTX_ROOT"));
+    assertEquals(await ctxRun(["--root", root, "status"]), want("--root"));
   });
 });
 
@@ -34,13 +34,13 @@ Deno.test("ctx on a CTX_ROOT or --root with no tree says no mount was found and 
     const hint = "start it with `sudo cortexfsd` (in a checkout: `sudo tools/deno task dev`), " +
       "or point CTX_ROOT at a tree\n";
     for (const args of [["status"], ["ls", "agent"], ["agent", "send", "coder", "hi"]]) {
-      assertEquals(await ctx(args, at(`${root}/nowhere`)), {
+      assertEquals(await ctxRun(args, at(`${root}/nowhere`)), {
         code: 69,
         stdout: "",
         stderr: `ctx: no CortexFS mount found (tried ${root}/nowhere (CTX_ROOT)): ${hint}`,
       });
     }
-    assertEquals(await ctx(["--root", `${root}/home/`, "cat", "agent/coder.d/window"]), {
+    assertEquals(await ctxRun(["--root", `${root}/home/`, "cat", "agent/coder.d/window"]), {
       code: 69,
       stdout: "",
       stderr: `ctx: no CortexFS mount found (tried ${root}/home (--root)): ${hint}`,
@@ -50,9 +50,9 @@ Deno.test("ctx on a CTX_ROOT or --root with no tree says no mount was found and 
 
 Deno.test("ctx --version prints the version; --help ends with examples and the exit codes", async () => {
   const { VERSION } = await import("../../src/abi/version.ts");
-  assertEquals(await ctx(["--version"]), { code: 0, stdout: `ctx ${VERSION}\n`, stderr: "" });
+  assertEquals(await ctxRun(["--version"]), { code: 0, stdout: `ctx ${VERSION}\n`, stderr: "" });
   assertMatch(VERSION, /^\d+\.\d+\.\d+$/);
-  const help = await ctx(["--help"]);
+  const help = await ctxRun(["--help"]);
   assertEquals(help.code, 0);
   assertMatch(help.stdout, /\nExamples:\n {2}ctx status .*\n {2}ctx agent send coder "hello" /);
   assertMatch(help.stdout, /69 unavailable \(no mount found, daemon gone\)/);
@@ -60,27 +60,27 @@ Deno.test("ctx --version prints the version; --help ends with examples and the e
 
 Deno.test("ctx ls lists the root and ABI paths (with or without /ctx/)", async () => {
   await withTree(async (root) => {
-    assertEquals(await ctx(["ls"], at(root)), {
+    assertEquals(await ctxRun(["ls"], at(root)), {
       code: 0,
       stdout: "agent\nbin\nhome\nmodel\nshared\nstatus\ntool\n",
       stderr: "",
     });
     const model = { code: 0, stdout: "echo\necho.d\nscript\nscript.d\n", stderr: "" };
-    assertEquals(await ctx(["ls", "model/debug"], at(root)), model);
-    assertEquals(await ctx(["ls", "/ctx/model/debug"], at(root)), model);
-    assertEquals(await ctx(["ls", `${root}/model/debug`], at(root)), model);
-    assertEquals(await ctx(["ls", "shared"], at(root)), { code: 0, stdout: "", stderr: "" });
-    assertEquals(await ctx(["ls", "nope"], at(root)), {
+    assertEquals(await ctxRun(["ls", "model/debug"], at(root)), model);
+    assertEquals(await ctxRun(["ls", "/ctx/model/debug"], at(root)), model);
+    assertEquals(await ctxRun(["ls", `${root}/model/debug`], at(root)), model);
+    assertEquals(await ctxRun(["ls", "shared"], at(root)), { code: 0, stdout: "", stderr: "" });
+    assertEquals(await ctxRun(["ls", "nope"], at(root)), {
       code: 1,
       stdout: "",
       stderr: "ctx: ENOENT: nope: no such file or directory\n",
     });
-    assertEquals(await ctx(["ls", "../etc"], at(root)), {
+    assertEquals(await ctxRun(["ls", "../etc"], at(root)), {
       code: 2,
       stdout: "",
       stderr: `ctx: EINVAL: ../etc: ".." is not allowed in an ABI path\n`,
     });
-    assertEquals(await ctx(["ls", "/etc"], at(root)), {
+    assertEquals(await ctxRun(["ls", "/etc"], at(root)), {
       code: 2,
       stdout: "",
       stderr: `ctx: EINVAL: /etc: absolute path is not below /ctx or CTX_ROOT (${root})\n`,
@@ -90,22 +90,22 @@ Deno.test("ctx ls lists the root and ABI paths (with or without /ctx/)", async (
 
 Deno.test("ctx cat prints a file's bytes; directories and missing files fail with errno", async () => {
   await withTree(async (root) => {
-    assertEquals(await ctx(["cat", "agent/coder.d/window"], at(root)), {
+    assertEquals(await ctxRun(["cat", "agent/coder.d/window"], at(root)), {
       code: 0,
       stdout: "auto\n",
       stderr: "",
     });
-    assertEquals(await ctx(["cat", "/ctx/model/debug/echo.d/limit"], at(root)), {
+    assertEquals(await ctxRun(["cat", "/ctx/model/debug/echo.d/limit"], at(root)), {
       code: 0,
       stdout: "131072\n",
       stderr: "",
     });
-    assertEquals(await ctx(["cat", "agent"], at(root)), {
+    assertEquals(await ctxRun(["cat", "agent"], at(root)), {
       code: 1,
       stdout: "",
       stderr: "ctx: EISDIR: agent: is a directory\n",
     });
-    assertEquals((await ctx(["cat"], at(root))).code, 2);
+    assertEquals((await ctxRun(["cat"], at(root))).code, 2);
   });
 });
 
@@ -113,17 +113,17 @@ Deno.test("ctx set writes valid values atomically, adding the final newline to o
   await withTree(async (root) => {
     const w = `${root}/agent/coder.d/window`;
     const ok = { code: 0, stdout: "", stderr: "" };
-    assertEquals(await ctx(["set", "agent/coder.d/window", "4096"], at(root)), ok);
+    assertEquals(await ctxRun(["set", "agent/coder.d/window", "4096"], at(root)), ok);
     assertEquals(Deno.readTextFileSync(w), "4096\n");
-    assertEquals(await ctx(["set", "/ctx/agent/coder.d/window", "131072\n"], at(root)), ok);
+    assertEquals(await ctxRun(["set", "/ctx/agent/coder.d/window", "131072\n"], at(root)), ok);
     assertEquals(Deno.readTextFileSync(w), "131072\n");
-    assertEquals(await ctx(["set", "agent/coder.d/window", "auto"], at(root)), ok);
+    assertEquals(await ctxRun(["set", "agent/coder.d/window", "auto"], at(root)), ok);
     assertEquals(Deno.readTextFileSync(w), "auto\n");
-    assertEquals(await ctx(["set", "agent/coder.d/perm", "r--"], at(root)), ok);
+    assertEquals(await ctxRun(["set", "agent/coder.d/perm", "r--"], at(root)), ok);
     assertEquals(Deno.readTextFileSync(`${root}/agent/coder.d/perm`), "r--\n");
     // A list control takes VALUE as given; `-` reads it from stdin.
     assertEquals(
-      await ctx(["set", "agent/coder.d/tools", "-"], { ...at(root), stdin: "fs.read\nbash\n" }),
+      await ctxRun(["set", "agent/coder.d/tools", "-"], { ...at(root), stdin: "fs.read\nbash\n" }),
       ok,
     );
     assertEquals(Deno.readTextFileSync(`${root}/agent/coder.d/tools`), "fs.read\nbash\n");
@@ -163,7 +163,7 @@ Deno.test("every rejected ctx set leaves the file byte-for-byte unchanged and sa
       try {
         before = Deno.readFileSync(file);
       } catch { /* an unknown control does not exist */ }
-      const r = await ctx(["set", path, "--", value], at(root));
+      const r = await ctxRun(["set", path, "--", value], at(root));
       const label = `set ${path} ${JSON.stringify(value)}: ${r.stderr}`;
       assertEquals([r.code, r.stdout], [code, ""], label);
       assertMatch(r.stderr, new RegExp(`^ctx: ${errno}: ${path}: `), label);
@@ -175,12 +175,12 @@ Deno.test("every rejected ctx set leaves the file byte-for-byte unchanged and sa
       assertEquals(after, before, label);
     }
     // The window/model invariant, the other way round: an explicit window blocks a model switch.
-    assertEquals((await ctx(["set", "agent/coder.d/window", "1000"], at(root))).code, 0);
+    assertEquals((await ctxRun(["set", "agent/coder.d/window", "1000"], at(root))).code, 0);
     Deno.mkdirSync(`${root}/model/debug/tiny.d`, { recursive: true });
     Deno.writeTextFileSync(`${root}/model/debug/tiny`, "#!/usr/bin/cortexfs-object-runner\n");
     Deno.writeTextFileSync(`${root}/model/debug/tiny.d/driver`, "debug\n");
     Deno.writeTextFileSync(`${root}/model/debug/tiny.d/limit`, "unknown\n");
-    const r = await ctx(["set", "agent/coder.d/model", "debug/tiny"], at(root));
+    const r = await ctxRun(["set", "agent/coder.d/model", "debug/tiny"], at(root));
     assertEquals([r.code, Deno.readTextFileSync(`${root}/agent/coder.d/model`)], [
       2,
       "debug/echo\n",
@@ -199,7 +199,7 @@ Deno.test({
         // The storage tree is root's; nobody may read it but owns no agent in it.
         Deno.chmodSync(storage, 0o755);
         const before = Deno.readFileSync(`${root}/agent/coder.d/window`);
-        const r = await ctx(["set", "agent/coder.d/window", "1024"], {
+        const r = await ctxRun(["set", "agent/coder.d/window", "1024"], {
           env: { CTX_ROOT: root, DENO_DIR: denoDir },
           as: 65534,
         });
@@ -207,7 +207,7 @@ Deno.test({
         assertMatch(r.stderr, /^ctx: EACCES: agent\/coder.d\/window: .*owner/);
         assertEquals(Deno.readFileSync(`${root}/agent/coder.d/window`), before);
         // Reading stays open to everyone.
-        const cat = await ctx(["cat", "agent/coder.d/window"], {
+        const cat = await ctxRun(["cat", "agent/coder.d/window"], {
           env: { CTX_ROOT: root, DENO_DIR: denoDir },
           as: 65534,
         });
@@ -221,9 +221,9 @@ Deno.test({
 
 Deno.test("ctx validate-name answers by exit code and names the broken rule", async () => {
   for (const name of ["coder", "a.b_c+d-1", "x".repeat(64)]) {
-    assertEquals(await ctx(["validate-name", name]), { code: 0, stdout: "", stderr: "" });
+    assertEquals(await ctxRun(["validate-name", name]), { code: 0, stdout: "", stderr: "" });
   }
-  assertEquals(await ctx(["validate-name", "--kind", "model", "debug/echo"]), {
+  assertEquals(await ctxRun(["validate-name", "--kind", "model", "debug/echo"]), {
     code: 0,
     stdout: "",
     stderr: "",
@@ -235,29 +235,29 @@ Deno.test("ctx validate-name answers by exit code and names the broken rule", as
     ["_x", `ctx: EINVAL: _x: name "_x" must start with a letter or digit, not "_"\n`],
   ];
   for (const [name, stderr] of bad) {
-    assertEquals(await ctx(["validate-name", "--", name]), { code: 2, stdout: "", stderr });
+    assertEquals(await ctxRun(["validate-name", "--", name]), { code: 2, stdout: "", stderr });
   }
-  assertEquals((await ctx(["validate-name", "x".repeat(65)])).code, 2);
-  assertEquals((await ctx(["validate-name", "--kind", "planet", "x"])).code, 2);
+  assertEquals((await ctxRun(["validate-name", "x".repeat(65)])).code, 2);
+  assertEquals((await ctxRun(["validate-name", "--kind", "planet", "x"])).code, 2);
 });
 
 Deno.test("ctx help lists the commands; usage errors exit 2 in the error format", async () => {
-  const help = await ctx(["help"]);
+  const help = await ctxRun(["help"]);
   assertEquals([help.code, help.stderr], [0, ""]);
   for (const c of ["status", "ls", "cat", "set", "validate-name", "storage", "agent", "help"]) {
     assertMatch(help.stdout, new RegExp(`^  ${c}\\b`, "m"));
   }
-  const sub = await ctx(["storage", "update", "--help"]);
+  const sub = await ctxRun(["storage", "update", "--help"]);
   assertEquals(sub.code, 0);
   for (const o of ["--check", "--dry-run", "--prune", "--storage"]) {
     assertMatch(sub.stdout, new RegExp(o));
   }
-  assertEquals(await ctx(["bogus"]), {
+  assertEquals(await ctxRun(["bogus"]), {
     code: 2,
     stdout: "",
     stderr: "ctx: EINVAL: ctx: unknown command 'bogus'\n",
   });
-  assertEquals(await ctx(["storage", "update", "--nope"]), {
+  assertEquals(await ctxRun(["storage", "update", "--nope"]), {
     code: 2,
     stdout: "",
     stderr: "ctx: EINVAL: ctx: unknown option '--nope'\n",
@@ -265,7 +265,7 @@ Deno.test("ctx help lists the commands; usage errors exit 2 in the error format"
 });
 
 Deno.test("ctx doctor reports that bubblewrap can create user and pid namespaces here", async () => {
-  const r = await ctx(["doctor"]);
+  const r = await ctxRun(["doctor"]);
   assertEquals(
     { code: r.code, works: /user and pid namespaces work/.test(r.stdout), stderr: r.stderr },
     { code: 0, works: true, stderr: "" },

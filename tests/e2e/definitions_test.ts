@@ -2,24 +2,19 @@
 import { assert, assertEquals } from "../assert.ts";
 import {
   cleanup,
+  ctxOn,
+  ctxRun,
   type Daemon,
   makeTree,
+  nobodyDenoDir,
   sh,
-  startDaemon as startMount,
-  until,
-} from "../fuse/fixture.ts";
-import { ctx as ctxRun, nobodyDenoDir } from "../ctx/run.ts";
+  startDaemon,
+  type Tree,
+} from "../fixture/mod.ts";
 import { createAgent } from "../../src/store/agent_new.ts";
 
 const root = Deno.uid() === 0;
 const USER = 1000;
-type Tree = Awaited<ReturnType<typeof makeTree>>;
-
-async function startDaemon(tree: Tree): Promise<Daemon> {
-  const d = await startMount(tree);
-  await until(() => d.log().includes("agent sockets under"), "the agent sockets");
-  return d;
-}
 
 /** Every backing entry of agent `n`'s definition as "path mode uid:gid" (status/pid included). */
 function backing(tree: Tree, n: string): string[] {
@@ -72,9 +67,9 @@ Deno.test({
       assertEquals([onTree.code, onTree.stderr], [0, ""]);
       createAgent(tree.root, "bob", { uid: USER, gid: USER });
       d = await startDaemon(tree);
-      const user = { CTX_ROOT: tree.mount, DENO_DIR: denoDir, HOME: denoDir };
+      const user = { as: USER, denoDir };
       await sh(`mkdir ${tree.mount}/home/${USER} 2>/dev/null; true`, { uid: USER });
-      const made = await ctxRun(["agent", "new", "fdb", "--exec", prog], { env: user, as: USER });
+      const made = await ctxOn(tree, ["agent", "new", "fdb", "--exec", prog], user);
       assertEquals([made.code, made.stdout, made.stderr], [0, "agent/fdb\n", ""]);
 
       assertEquals(backing(tree, "fdb"), rootOwned(tree, "fdb"));
@@ -100,10 +95,10 @@ Deno.test({
         `${m}/agent/rootmade.d/uid 0`,
       ]);
       // Its agent runs, as its owner.
-      const sent = await ctxRun(["agent", "send", "bob", "hi bob"], { env: user, as: USER });
+      const sent = await ctxOn(tree, ["agent", "send", "bob", "hi bob"], user);
       assertEquals([sent.code, sent.stdout], [0, "hi bob\n"]);
     } finally {
-      await cleanup(d, tree);
+      await cleanup(tree, d);
       await Deno.remove(denoDir, { recursive: true }).catch(() => {});
     }
   },
@@ -174,13 +169,13 @@ Deno.test({
       assertEquals(backing(tree, "fdb"), rootOwned(tree, "fdb"));
       // Root through the mount may set what only root may.
       assertEquals((await sh(`echo ${USER} > ${m}/gid`)).code, 0);
-      const sent = await ctxRun(["agent", "send", "fdb", "still mine"], {
-        env: { CTX_ROOT: tree.mount, DENO_DIR: denoDir, HOME: denoDir },
+      const sent = await ctxOn(tree, ["agent", "send", "fdb", "still mine"], {
         as: USER,
+        denoDir,
       });
       assertEquals([sent.code, sent.stdout], [0, "still mine\n"]);
     } finally {
-      await cleanup(d, tree);
+      await cleanup(tree, d);
       await Deno.remove(denoDir, { recursive: true }).catch(() => {});
     }
   },
@@ -224,9 +219,9 @@ Deno.test({
         stdout: "piped",
         stderr: "null",
       }).spawn();
-      const user = { CTX_ROOT: tree.mount, DENO_DIR: denoDir, HOME: denoDir };
+      const user = { as: USER, denoDir };
       for (let i = 0; i < 5; i++) {
-        const r = await ctxRun(["agent", "send", "fdb", `run ${i}`], { env: user, as: USER });
+        const r = await ctxOn(tree, ["agent", "send", "fdb", `run ${i}`], user);
         assertEquals([r.code, r.stdout], [0, `run ${i}\n`]);
       }
       Deno.writeTextFileSync(stop, "");
@@ -249,7 +244,7 @@ Deno.test({
           await racer.output();
         } catch { /* gone */ }
       }
-      await cleanup(d, tree);
+      await cleanup(tree, d);
       await Deno.remove(denoDir, { recursive: true }).catch(() => {});
     }
   },

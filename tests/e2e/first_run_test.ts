@@ -1,10 +1,19 @@
 /** A first run as a user meets it: ctx finds the tree without CTX_ROOT, and says what to do when there is none or its daemon is gone. */
 import { assertEquals } from "../assert.ts";
-import { cleanup, type Daemon, DENO, startDaemon } from "../fuse/fixture.ts";
-import * as rt from "../runtime/helpers.ts";
+import {
+  cleanup,
+  CONFIG,
+  ctx,
+  type Daemon,
+  DENO,
+  makeTree,
+  REPO,
+  run,
+  startDaemon,
+  startRuntimeDaemon,
+} from "../fixture/mod.ts";
 import { update } from "../../src/store/generation.ts";
 
-const REPO = new URL("../..", import.meta.url).pathname.replace(/\/$/, "");
 const HINT = "start it with `sudo cortexfsd` (in a checkout: `sudo tools/deno task dev`)";
 
 /** True when this host has a live tree at /ctx (ctx would rightly use it first). */
@@ -42,17 +51,11 @@ async function checkout(): Promise<
 }
 
 /** Runs that checkout's ctx with a clean environment (no CTX_ROOT unless given). */
-async function ctxOf(cli: string, args: string[], env: Record<string, string> = {}) {
-  const out = await new Deno.Command(DENO, {
-    args: ["run", "-A", "--quiet", `--config=${REPO}/deno.json`, cli, ...args],
+function ctxOf(cli: string, args: string[], env: Record<string, string> = {}) {
+  return run([DENO, "run", "-A", "--quiet", `--config=${CONFIG}`, cli, ...args], {
     clearEnv: true,
     env: { PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin", HOME: "/root", NO_COLOR: "1", ...env },
-    stdin: "null",
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const dec = new TextDecoder();
-  return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
+  });
 }
 
 Deno.test({
@@ -111,25 +114,25 @@ Deno.test({
       const again = await ctxOf(c.ctx, ["agent", "send", "coder", "back"]);
       assertEquals(again, { code: 0, stdout: "back\n", stderr: "" });
     } finally {
-      await cleanup(d, c);
+      await cleanup(c, d);
     }
   },
 });
 
 Deno.test("a tree whose daemon is gone: a refused socket and a missing one say so and how to start it, never ENOENT", async () => {
-  const f = await rt.makeTree();
-  const d = await rt.startDaemon(f);
+  const f = await makeTree();
+  const d = await startRuntimeDaemon(f);
   try {
-    assertEquals((await rt.ctx(f, ["agent", "send", "coder", "up"])).code, 0);
+    assertEquals((await ctx(f, ["agent", "send", "coder", "up"])).code, 0);
     await d.kill9(); // the socket file stays behind: connecting is refused
-    assertEquals(await rt.ctx(f, ["agent", "send", "coder", "hi"]), {
+    assertEquals(await ctx(f, ["agent", "send", "coder", "hi"]), {
       code: 69,
       stdout: "",
       stderr: "ctx: EHOSTDOWN: agent/coder.sock: the daemon serving this tree is gone " +
         `(connection refused); ${HINT} again\n`,
     });
     Deno.removeSync(`${f.run}/agent/coder.sock`); // as a clean stop leaves it: no socket at all
-    assertEquals(await rt.ctx(f, ["agent", "chat", "coder"]), {
+    assertEquals(await ctx(f, ["agent", "chat", "coder"]), {
       code: 69,
       stdout: "",
       stderr: `ctx: EHOSTDOWN: agent/coder.sock: no daemon is serving this tree (${f.root} is ` +
@@ -137,6 +140,6 @@ Deno.test("a tree whose daemon is gone: a refused socket and a missing one say s
     });
   } finally {
     await d.stop();
-    await rt.cleanup(f);
+    await cleanup(f);
   }
 });

@@ -1,38 +1,31 @@
 /** The root daemon never acts on a user's behalf with root's authority: real cortexfsd, real uid 1000. */
 import { assert, assertEquals } from "../assert.ts";
 import {
+  AGENT_SH,
   cleanup,
+  ctxOn,
   type Daemon,
+  gone,
   makeTree,
+  nobodyDenoDir,
+  PEER,
   sh,
-  startDaemon as startMount,
+  startDaemon,
+  startPeer,
+  type Tree,
   until,
-} from "../fuse/fixture.ts";
-import { ctx as ctxRun, nobodyDenoDir } from "../ctx/run.ts";
+} from "../fixture/mod.ts";
 import { createAgent } from "../../src/store/agent_new.ts";
 import { readRecords } from "../../src/store/jsonl.ts";
 
 const root = Deno.uid() === 0;
 
-/** Starts cortexfsd and waits until its runtime serves the agent sockets too (after the mount). */
-async function startDaemon(tree: Tree): Promise<Daemon> {
-  const d = await startMount(tree);
-  await until(() => d.log().includes("agent sockets under"), "the agent sockets");
-  return d;
-}
 const USER = 1000;
-
-type Tree = Awaited<ReturnType<typeof makeTree>>;
 
 /** `ctx ARGS` through the mount, as root or (with `as`) as another uid. */
 function client(tree: Tree, denoDir: string) {
   return (args: string[], as?: number) =>
-    ctxRun(args, {
-      as,
-      env: as === undefined
-        ? { CTX_ROOT: tree.mount }
-        : { CTX_ROOT: tree.mount, DENO_DIR: denoDir, HOME: denoDir },
-    });
+    ctxOn(tree, args, as === undefined ? {} : { as, denoDir });
 }
 
 Deno.test({
@@ -130,19 +123,15 @@ Deno.test({
         "bob again\n",
       ]);
     } finally {
-      await cleanup(d, tree);
+      await cleanup(tree, d);
       Deno.removeSync(denoDir, { recursive: true });
     }
   },
 });
 
-const PEER = new URL("../runtime/peer.ts", import.meta.url).pathname;
-
 function assertStderr(stderr: string, errno: string) {
   assert(stderr.includes(errno), `expected ${errno} in: ${stderr}`);
 }
-
-const AGENT = new URL("../runtime/agent.sh", import.meta.url).pathname;
 
 /** Kills cortexfsd with SIGKILL and lazily unmounts what it left (ENOTCONN until then). */
 async function kill9(d: Daemon, tree: Tree): Promise<void> {
@@ -159,48 +148,27 @@ Deno.test({
     const tree = await makeTree();
     let d: Daemon | null = null;
     try {
-      const logs = `${tree.dir}/logs`;
-      Deno.mkdirSync(logs);
-      createAgent(tree.root, "t", { uid: 0, gid: 0, exec: AGENT });
-      Deno.writeTextFileSync(`${tree.root}/agent/t.d/env`, `LOG_DIR=${logs}\n`);
+      createAgent(tree.root, "t", { uid: 0, gid: 0, exec: AGENT_SH });
+      Deno.writeTextFileSync(`${tree.root}/agent/t.d/env`, `LOG_DIR=${tree.logs}\n`);
       d = await startDaemon(tree);
       const status = () => Deno.readTextFileSync(`${tree.root}/agent/t.d/status`);
       assertEquals(status(), "idle\n"); // served; its instance starts with the first connection
       const ctx = client(tree, "");
       // A run that sleeps inside the agent, streaming one delta first.
-      const child = new Deno.Command(Deno.execPath(), {
-        args: [
-          "run",
-          "-A",
-          "--no-config",
-          PEER,
-          `${tree.run}/agent/t.sock`,
-          '{"op":"send","id":"k-1","session":"default","input":"sleep"}',
-        ],
-        stdout: "piped",
-        stderr: "null",
-      }).spawn();
-      const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
-      let seen = "";
-      while (!seen.includes("sleeping")) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        seen += value;
-      }
+      const peer = startPeer(`${tree.run}/agent/t.sock`, {
+        op: "send",
+        id: "k-1",
+        session: "default",
+        input: "sleep",
+      });
+      const seen = await peer.waitFor("sleeping");
       assertEquals([seen.includes("sleeping"), status()], [true, "busy\n"]);
       const receipt = JSON.parse(Deno.readTextFileSync(`${tree.run}/instance/t.json`));
       await kill9(d, tree);
       d = null;
-      await reader.cancel().catch(() => {});
-      await child.status;
+      await peer.end();
       // The instance sees its host go (stdin EOF), records the run as interrupted and exits.
-      await until(() => {
-        try {
-          return Deno.readTextFileSync(`/proc/${receipt.pid}/stat`).split(") ")[1][0] === "Z";
-        } catch {
-          return true;
-        }
-      }, "the orphaned instance to exit");
+      await until(() => gone(receipt.pid), "the orphaned instance to exit");
       // Nothing serves t until a host starts again.
       assertEquals([status(), Deno.readTextFileSync(`${tree.root}/agent/t.d/pid`)], ["dead\n", ""]);
 
@@ -224,7 +192,7 @@ Deno.test({
         ["dead\n", ""],
       );
     } finally {
-      await cleanup(d, tree);
+      await cleanup(tree, d);
     }
   },
 });
@@ -268,7 +236,7 @@ Deno.test({
       assert(broken.stderr.includes(dir), broken.stderr);
       assertEquals(Deno.readTextFileSync(`${dir}/events.jsonl`), torn); // never repaired
     } finally {
-      await cleanup(d, tree);
+      await cleanup(tree, d);
       Deno.removeSync(denoDir, { recursive: true });
     }
   },

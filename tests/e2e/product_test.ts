@@ -1,9 +1,7 @@
 /** The product as a user meets it: one cortexfsd serves /ctx and the agent sockets; ctx talks to both. */
 import { assertEquals } from "../assert.ts";
-import { cleanup, type Daemon, DENO, makeTree, sh, startDaemon } from "../fuse/fixture.ts";
+import { cleanup, CTX, type Daemon, DENO, makeTree, sh, startDaemon } from "../fixture/mod.ts";
 import { mountedType } from "../../src/fuse/mount.ts";
-
-const CTX = new URL("../../cli/ctx.ts", import.meta.url).pathname;
 
 Deno.test("cortexfsd serves /ctx and agent sockets together: send, tsh, history through the mount", async () => {
   const tree = await makeTree();
@@ -60,6 +58,6 @@ Deno.test("cortexfsd serves /ctx and agent sockets together: send, tsh, history 
     d = null;
     assertEquals({ code, mounted: mountedType(tree.mount) }, { code: 0, mounted: null });
   } finally {
-    await cleanup(d, tree);
+    await cleanup(tree, d);
   }
 });

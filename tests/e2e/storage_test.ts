@@ -1,7 +1,6 @@
 /** `ctx storage update` against a running cortexfsd: updates wait for the restart boundary. */
 import { assertEquals, assertMatch } from "../assert.ts";
-import { cleanup, type Daemon, makeTree, startDaemon } from "../fuse/fixture.ts";
-import { ctx } from "../ctx/run.ts";
+import { cleanup, ctxRun, type Daemon, makeTree, startDaemon } from "../fixture/mod.ts";
 import { mountedType } from "../../src/fuse/mount.ts";
 import { update } from "../../src/store/generation.ts";
 import { MIGRATIONS } from "../../src/store/migrate.ts";
@@ -12,24 +11,24 @@ Deno.test("storage update refuses (EBUSY) while cortexfsd serves current; after 
   const env = { CORTEXFS_STORAGE: tree.storage, CORTEXFS_TEST_EXTRA_MIGRATION: "1" };
   try {
     d = await startDaemon(tree);
-    const busy = await ctx(["storage", "update", "--prune"], { env });
+    const busy = await ctxRun(["storage", "update", "--prune"], { env });
     assertEquals(busy.code, 1);
     assertMatch(busy.stderr, /^ctx: EBUSY: .*current: a running cortexfsd serves generation 1/);
     assertEquals(Deno.readLinkSync(`${tree.storage}/current`), "generations/1");
     assertEquals([...Deno.readDirSync(`${tree.storage}/generations`)].map((e) => e.name), ["1"]);
     // Checks and dry runs only read: they still answer.
-    assertEquals((await ctx(["storage", "update", "--check"], { env })).code, 1);
+    assertEquals((await ctxRun(["storage", "update", "--check"], { env })).code, 1);
 
     assertEquals(await d.stop(), 0);
     d = null;
-    const ok = await ctx(["storage", "update", "--prune"], { env });
+    const ok = await ctxRun(["storage", "update", "--prune"], { env });
     assertEquals({ code: ok.code, stderr: ok.stderr }, { code: 0, stderr: "" });
     assertEquals(Deno.readLinkSync(`${tree.storage}/current`), "generations/2");
     const left = [...Deno.readDirSync(tree.storage)].map((e) => e.name).sort();
     assertEquals(left.filter((n) => n.startsWith(".serving")), []);
     assertEquals([...Deno.readDirSync(`${tree.storage}/generations`)].map((e) => e.name), ["2"]);
   } finally {
-    await cleanup(d, tree);
+    await cleanup(tree, d);
   }
 });
 
@@ -53,11 +52,11 @@ Deno.test("cortexfsd refuses (exit 69) to serve a tree older than itself; after 
       /tree_version \d+ is older than this binary's \d+: run `ctx storage update`/,
     );
     assertEquals(mountedType(tree.mount), null);
-    const up = await ctx(["storage", "update"], { env: { CORTEXFS_STORAGE: tree.storage } });
+    const up = await ctxRun(["storage", "update"], { env: { CORTEXFS_STORAGE: tree.storage } });
     assertEquals(up.code, 0, up.stderr);
     d = await startDaemon(tree);
     assertEquals(mountedType(tree.mount) !== null, true);
   } finally {
-    await cleanup(d, tree);
+    await cleanup(tree, d);
   }
 });

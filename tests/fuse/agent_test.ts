@@ -1,7 +1,14 @@
 /** Agents made and removed through the mount: `ctx agent new` as root and as another uid, the socket at once, the rules. */
 import { assertEquals } from "../assert.ts";
-import { cleanup, type Daemon, makeTree, sh, startDaemon } from "./fixture.ts";
-import { ctx, nobodyDenoDir } from "../ctx/run.ts";
+import {
+  cleanup,
+  ctxRun,
+  type Daemon,
+  makeTree,
+  nobodyDenoDir,
+  sh,
+  startDaemon,
+} from "../fixture/mod.ts";
 import { createAgent, NEW_AGENT_LABEL } from "../../src/store/agent_new.ts";
 import { NEW_AGENT_LABEL as MOUNT_LABEL } from "../../src/fuse/bridge.ts";
 
@@ -37,8 +44,8 @@ Deno.test("ctx agent new through the mount (root and uid 65534) makes what it ma
     const env = { CTX_ROOT: tree.mount };
     const nobody = { CTX_ROOT: tree.mount, DENO_DIR: denoDir, HOME: tree.dir };
     const made = [
-      await ctx(["agent", "new", "ops"], { env }),
-      await ctx(["agent", "new", "mine", "--perm", "r--"], { env: nobody, as: 65534 }),
+      await ctxRun(["agent", "new", "ops"], { env }),
+      await ctxRun(["agent", "new", "mine", "--perm", "r--"], { env: nobody, as: 65534 }),
     ];
     assertEquals(made.map((r) => [r.code, r.stdout, r.stderr]), [
       [0, "agent/ops\n", ""],
@@ -86,15 +93,15 @@ Deno.test("ctx agent new through the mount (root and uid 65534) makes what it ma
     );
     assertEquals(sock.stdout, `${tree.run}/agent/mine.sock\nlive\n`);
     const sent = [
-      await ctx(["agent", "send", "ops", "hi ops"], { env }),
-      await ctx(["agent", "send", "mine", "hi mine"], { env: nobody, as: 65534 }),
+      await ctxRun(["agent", "send", "ops", "hi ops"], { env }),
+      await ctxRun(["agent", "send", "mine", "hi mine"], { env: nobody, as: 65534 }),
     ];
     assertEquals(sent.map((r) => [r.code, r.stdout]), [[0, "hi ops\n"], [0, "hi mine\n"]]);
     // The first connection started ops' own instance: ready, its pid (not the daemon's).
     const pid = Number(shown("ops", "pid"));
     assertEquals([shown("ops", "status"), pid > 0, pid !== d.child.pid], ["ready\n", true, true]);
     // The socket's own rule holds too: another uid is not the owner.
-    const other = await ctx(["agent", "send", "mine", "hi"], { env: nobody, as: 65533 });
+    const other = await ctxRun(["agent", "send", "mine", "hi"], { env: nobody, as: 65533 });
     assertEquals(other.code !== 0, true);
     assertEquals(
       JSON.parse(Deno.readTextFileSync(`${tree.mount}/status`)).agents.map((a: { name: string }) =>
@@ -103,8 +110,8 @@ Deno.test("ctx agent new through the mount (root and uid 65534) makes what it ma
       ["coder", "mine", "ops"],
     );
   } finally {
-    await cleanup(d, tree);
-    await cleanup(null, ref);
+    await cleanup(tree, d);
+    await cleanup(ref);
     await Deno.remove(denoDir, { recursive: true }).catch(() => {});
   }
 });
@@ -175,7 +182,7 @@ Deno.test("creation rules: only your own new agent, the identity ctx gives, your
     // The projected label is the one ctx agent new gives, here and in the store.
     assertEquals(MOUNT_LABEL, NEW_AGENT_LABEL);
   } finally {
-    await cleanup(d, tree);
+    await cleanup(tree, d);
   }
 });
 
@@ -185,15 +192,15 @@ Deno.test("removing an agent through the mount: entry first (its socket goes), t
   try {
     d = await startDaemon(tree);
     const env = { CTX_ROOT: tree.mount };
-    assertEquals((await ctx(["agent", "new", "gone"], { env })).code, 0);
-    assertEquals((await ctx(["agent", "send", "gone", "x"], { env })).stdout, "x\n");
+    assertEquals((await ctxRun(["agent", "new", "gone"], { env })).code, 0);
+    assertEquals((await ctxRun(["agent", "send", "gone", "x"], { env })).stdout, "x\n");
     const early = await sh(`rm -r ${tree.mount}/agent/gone.d`);
     assertEquals(early.code, 1); // the entry is still there
     const rm = await sh(
       `rm ${tree.mount}/agent/gone && rm -r ${tree.mount}/agent/gone.d && ls ${tree.mount}/agent && ls ${tree.run}/agent`,
     );
     assertEquals(rm.stdout, "coder\ncoder.d\ncoder.sock\ncoder.sock\n", rm.stderr);
-    const after = await ctx(["agent", "send", "gone", "x"], { env });
+    const after = await ctxRun(["agent", "send", "gone", "x"], { env });
     assertEquals(after.code !== 0, true);
     assertEquals(
       Deno.readTextFileSync(`${tree.root}/home/0/agent/gone/session/default/messages.jsonl`)
@@ -201,6 +208,6 @@ Deno.test("removing an agent through the mount: entry first (its socket goes), t
       2,
     );
   } finally {
-    await cleanup(d, tree);
+    await cleanup(tree, d);
   }
 });

@@ -1,6 +1,6 @@
 /** The seeded randomized exerciser on /ctx/home against a tmpfs directory: 4 workers (2 of them not root), 10,000 ops. */
 import { assertEquals } from "../assert.ts";
-import { cleanup, type Daemon, DENO, makeTree, startDaemon } from "./fixture.ts";
+import { cleanup, type Daemon, DENO, makeTree, run, startDaemon } from "../fixture/mod.ts";
 import { exercise, makeFixed, type Mismatch, type Outcome, snapshot, tally } from "./exerciser.ts";
 
 const SEED = Number(Deno.env.get("CORTEXFS_EXERCISER_SEED") ?? 20261130);
@@ -18,11 +18,8 @@ async function asUser(
   const home = `${dir}/user${uid}`;
   await Deno.mkdir(home);
   await Deno.chown(home, uid, uid);
-  const out = await new Deno.Command("setpriv", {
-    args: [
-      `--reuid=${uid}`,
-      `--regid=${uid}`,
-      "--clear-groups",
+  const out = await run(
+    [
       DENO,
       "run",
       "-A",
@@ -33,15 +30,14 @@ async function asUser(
       String(args.seed),
       String(args.count),
     ],
-    env: { PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin", HOME: home, DENO_DIR: `${home}/deno` },
-    clearEnv: true,
-    stdin: "null",
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const dec = new TextDecoder();
-  assertEquals(out.code, 0, dec.decode(out.stderr));
-  return JSON.parse(dec.decode(out.stdout));
+    {
+      uid,
+      env: { PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin", HOME: home, DENO_DIR: `${home}/deno` },
+      clearEnv: true,
+    },
+  );
+  assertEquals(out.code, 0, out.stderr);
+  return JSON.parse(out.stdout);
 }
 
 Deno.test(`exerciser: ${OPS} seeded ops, ${UIDS.length} concurrent workers (uids ${UIDS}), /ctx/home vs tmpfs: same values and errnos`, async () => {
@@ -99,6 +95,6 @@ Deno.test(`exerciser: ${OPS} seeded ops, ${UIDS.length} concurrent workers (uids
     }
   } finally {
     await Deno.remove(ref, { recursive: true }).catch(() => {});
-    await cleanup(d, tree);
+    await cleanup(tree, d);
   }
 });

@@ -1,6 +1,6 @@
 /** fsync(2) of a directory in home/ reaches the backing directory: seen with strace on the daemon. */
 import { assert, assertEquals } from "../assert.ts";
-import { PYTHON, sh, UIDS, until, withMount } from "./fixture.ts";
+import { PYTHON, sh, UIDS, until, withMount } from "../fixture/mod.ts";
 
 const SCRIPT = `
 import os, sys

@@ -1,6 +1,6 @@
 /** Inside home/ only the agent-home runtime paths are special: `tool/x.d/`, `model/a/b.d/` and the like are ordinary directories. */
 import { assertEquals } from "../assert.ts";
-import { sh, UIDS, withMount } from "./fixture.ts";
+import { sh, UIDS, withMount } from "../fixture/mod.ts";
 
 Deno.test("home/<uid>/tool/x.d and home/<uid>/model/a/b.d are plain directories for root and uid 1000", async () => {
   await withMount(async ({ tree, home }) => {

@@ -1,6 +1,6 @@
 /** Writes and truncates clear setuid/setgid as the kernel does: a non-owner's write succeeds and drops the bits; CAP_FSETID keeps them. */
 import { assertEquals } from "../assert.ts";
-import { sh, withMount } from "./fixture.ts";
+import { sh, withMount } from "../fixture/mod.ts";
 
 Deno.test("setuid/setgid files: a non-owner's write or truncate succeeds and clears the bits; root's write keeps them", async () => {
   await withMount(async ({ tree }) => {

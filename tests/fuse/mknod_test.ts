@@ -1,6 +1,6 @@
 /** mknod in home/: unix sockets (bind) and FIFOs for every user; device nodes only with CAP_MKNOD, and never usable (nodev). */
 import { assertEquals, assertMatch } from "../assert.ts";
-import { PYTHON, sh, UIDS, withMount } from "./fixture.ts";
+import { PYTHON, sh, UIDS, withMount } from "../fixture/mod.ts";
 
 // bind() makes the socket inode with mknod(S_IFSOCK); a client connects through the mount.
 const SCRIPT = `

@@ -2,10 +2,19 @@
 import { assert, assertEquals, assertMatch } from "../assert.ts";
 import { mountedType } from "../../src/fuse/mount.ts";
 import { BINARIES } from "../../src/fuse/launcher.ts";
-import { cleanup, type Daemon, DENO, makeTree, sh, startDaemon, until } from "./fixture.ts";
+import {
+  cleanup,
+  CTX,
+  type Daemon,
+  DENO,
+  makeTree,
+  REPO,
+  sh,
+  startDaemon,
+  until,
+} from "../fixture/mod.ts";
 
 const read = (p: string) => Deno.readTextFileSync(p);
-const CHECKOUT = new URL("../..", import.meta.url).pathname.replace(/\/$/, "");
 
 Deno.test("the root is frozen: exactly the seven names; creating anything else fails EACCES", async () => {
   const tree = await makeTree();
@@ -32,7 +41,7 @@ Deno.test("the root is frozen: exactly the seven names; creating anything else f
       ["agent", "bin", "home", "model", "shared", "status", "tool"],
     );
   } finally {
-    await cleanup(d, tree);
+    await cleanup(tree, d);
   }
 });
 
@@ -41,8 +50,6 @@ Deno.test("status is dynamic JSON and read-only (EROFS even for root); bin/ has 
   let d: Daemon | null = null;
   try {
     d = await startDaemon(tree);
-    const daemon = d;
-    await until(() => daemon.log().includes("agent sockets under"), "the runtime");
     const st = JSON.parse(read(`${tree.mount}/status`));
     assertEquals(
       { ...st, pid: 0, uptime_s: 0 },
@@ -66,7 +73,7 @@ Deno.test("status is dynamic JSON and read-only (EROFS even for root); bin/ has 
     assertEquals(read(`${tree.mount}/model/debug/echo.d/limit`), "131072\n");
     // a launcher is projected only when its binary can start (dist/bin/<name> or cli/<name>.ts)
     const startable = BINARIES.filter((b) =>
-      [`${CHECKOUT}/dist/bin/${b}`, `${CHECKOUT}/cli/${b}.ts`].some((f) => {
+      [`${REPO}/dist/bin/${b}`, `${REPO}/cli/${b}.ts`].some((f) => {
         try {
           return Deno.statSync(f).isFile;
         } catch {
@@ -90,7 +97,7 @@ Deno.test("status is dynamic JSON and read-only (EROFS even for root); bin/ has 
       `${tree.run}/agent/coder.sock`,
     );
   } finally {
-    await cleanup(d, tree);
+    await cleanup(tree, d);
   }
 });
 
@@ -160,12 +167,10 @@ Deno.test("every write path reaches validation: valid values land, invalid ones 
       before + "allow coder_t model:debug/echo use\n",
     ]);
     // read-only projections of the agent (served, no instance yet: idle)
-    const daemon = d;
-    await until(() => daemon.log().includes("agent sockets under"), "the runtime");
     assertEquals((await sh(`echo busy > ${tree.mount}/agent/coder.d/status`)).code, 1);
     assertEquals(read(`${tree.mount}/agent/coder.d/status`), "idle\n");
   } finally {
-    await cleanup(d, tree);
+    await cleanup(tree, d);
   }
 });
 
@@ -205,7 +210,7 @@ Deno.test("ownership: only the agent owner (or root) changes controls; files are
     const chown = await sh(`chown 0 ${home}/f`, { uid: 65534 });
     assertEquals(chown.code, 1);
   } finally {
-    await cleanup(d, tree);
+    await cleanup(tree, d);
   }
 });
 
@@ -222,7 +227,7 @@ Deno.test("lifecycle: SIGTERM unmounts and exits 0; a second daemon refuses a li
     d = null;
     assertEquals([code, mountedType(tree.mount)], [0, null]);
   } finally {
-    await cleanup(d, tree);
+    await cleanup(tree, d);
   }
 });
 
@@ -238,7 +243,7 @@ Deno.test("lifecycle: an external unmount ends the daemon cleanly (exit 0)", asy
     await d.stop();
     d = null;
   } finally {
-    await cleanup(d, tree);
+    await cleanup(tree, d);
   }
 });
 
@@ -255,7 +260,7 @@ Deno.test("lifecycle: kill -9 of a mount(2) daemon leaves a dead mount; the next
     assertMatch(d.log(), /cleared a dead mount/);
     assertEquals(read(`${tree.mount}/agent/coder.d/window`), "auto\n");
   } finally {
-    await cleanup(d, tree);
+    await cleanup(tree, d);
   }
 });
 
@@ -274,7 +279,7 @@ Deno.test("lifecycle: --dev too clears the dead mount kill -9 left, and says so"
     assertMatch(d.log(), /cleared a dead mount left at .* by a killed daemon/);
     assertEquals(read(`${tree.mount}/agent/coder.d/window`), "auto\n");
   } finally {
-    await cleanup(d, tree);
+    await cleanup(tree, d);
   }
 });
 
@@ -292,7 +297,7 @@ Deno.test("lifecycle: a restart at once after kill -9 clears the dead mount whil
     assertMatch(d.log(), /cleared a dead mount/);
     assertEquals(read(`${tree.mount}/agent/coder.d/window`), "auto\n");
   } finally {
-    await cleanup(d, tree);
+    await cleanup(tree, d);
   }
 });
 
@@ -309,7 +314,7 @@ Deno.test("lifecycle: with fusermount3 (auto_unmount) kill -9 leaves no mount be
     await until(() => mountedType(tree.mount) === null, "auto_unmount");
     assert(mountedType(tree.mount) === null);
   } finally {
-    await cleanup(d, tree);
+    await cleanup(tree, d);
   }
 });
 
@@ -318,7 +323,6 @@ Deno.test("ctx gives the same results through the mount as on the storage tree",
   let d: Daemon | null = null;
   try {
     d = await startDaemon(tree);
-    const ctx = `${new URL("../..", import.meta.url).pathname}cli/ctx.ts`;
     const cmds = [
       "cat agent/coder.d/window",
       "set agent/coder.d/window 4096",
@@ -333,7 +337,7 @@ Deno.test("ctx gives the same results through the mount as on the storage tree",
     for (const root of [tree.mount, tree.root]) {
       results[root === tree.mount ? "mount" : "tree"] = [];
       for (const c of cmds) {
-        const r = await sh(`${DENO} run -A ${ctx} -r ${root} ${c}`);
+        const r = await sh(`${DENO} run -A ${CTX} -r ${root} ${c}`);
         results[root === tree.mount ? "mount" : "tree"].push(
           `${c} => ${r.code} ${r.stdout}${r.stderr}`,
         );
@@ -343,7 +347,7 @@ Deno.test("ctx gives the same results through the mount as on the storage tree",
     assertMatch(results.mount[2], /=> 2 .*EINVAL/);
     assertMatch(results.mount[3], /=> 1 .*EROFS/);
   } finally {
-    await cleanup(d, tree);
+    await cleanup(tree, d);
   }
 });
 
@@ -370,6 +374,6 @@ Deno.test("home passthrough: sizes, times, links, truncate, EXDEV into the proje
     assertMatch(r.stdout, /inter-device move failed[^\n]*Read-only file system\nmv=1\n1\n$/);
     assertEquals(read(`${tree.mount}/agent/coder.d/window`), "auto\n");
   } finally {
-    await cleanup(d, tree);
+    await cleanup(tree, d);
   }
 });

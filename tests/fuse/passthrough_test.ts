@@ -1,6 +1,15 @@
 /** FUSE passthrough: plain home/shared files do their I/O in the kernel and behave as on the backing dir; controls and set-id files stay served. */
 import { assert, assertEquals } from "../assert.ts";
-import { cleanup, type Daemon, makeTree, PYTHON, sh, startDaemon, UIDS, until } from "./fixture.ts";
+import {
+  cleanup,
+  type Daemon,
+  makeTree,
+  PYTHON,
+  sh,
+  startDaemon,
+  UIDS,
+  until,
+} from "../fixture/mod.ts";
 
 /** The READ and WRITE requests the daemon logged (`--debug`) from byte `from` of its log on. */
 function io(d: Daemon, from: number): number {
@@ -61,7 +70,7 @@ Deno.test({
         assertEquals(Deno.readTextFileSync(`${tree.root}/home/${uid}/p/pt`), "replacement");
       }
     } finally {
-      await cleanup(d, tree);
+      await cleanup(tree, d);
     }
   },
 });
@@ -86,7 +95,7 @@ Deno.test("controls opened for write and set-id files never get passthrough: the
     assert(io(d, from) >= 1, "a set-id file's write was passed through");
     assertEquals(Deno.statSync(`${tree.root}/home/1000/s`).mode! & 0o7777, 0o777);
   } finally {
-    await cleanup(d, tree);
+    await cleanup(tree, d);
   }
 });
 
@@ -123,6 +132,6 @@ Deno.test("a passthrough file made set-id while another uid holds it open for wr
     const st = Deno.statSync(`${tree.root}/home/1000/s`);
     assertEquals([st.mode! & 0o7777, st.size], [0o777, 5]);
   } finally {
-    await cleanup(d, tree);
+    await cleanup(tree, d);
   }
 });

@@ -1,6 +1,6 @@
 /** The symlink-swap race, run for real: a user's backing-tree symlink never leads the root daemon out of the tree. */
 import { assert, assertEquals } from "../assert.ts";
-import { cleanup, type Daemon, makeTree, sh, startDaemon } from "./fixture.ts";
+import { cleanup, type Daemon, makeTree, run, sh, startDaemon } from "../fixture/mod.ts";
 
 const here = new URL(".", import.meta.url).pathname;
 const UID = 1000;
@@ -29,15 +29,9 @@ function snapshot(dir: string): Record<string, unknown> {
 
 /** Runs the probe as `uid` (setpriv, no supplementary groups); returns its JSON line. */
 async function probe(bin: string, args: string[]): Promise<Record<string, number>> {
-  const out = await new Deno.Command("setpriv", {
-    args: [`--reuid=${UID}`, `--regid=${UID}`, "--clear-groups", bin, ...args],
-    stdin: "null",
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const dec = new TextDecoder();
-  assertEquals(out.code, 0, dec.decode(out.stderr));
-  return JSON.parse(dec.decode(out.stdout));
+  const out = await run([bin, ...args], { uid: UID });
+  assertEquals(out.code, 0, out.stderr);
+  return JSON.parse(out.stdout);
 }
 
 Deno.test(`symlink race (${SECONDS} s): a uid-${UID} client through the mount while the backing d flips to a symlink into a root-only dir: nothing read, made or changed there`, async () => {
@@ -88,7 +82,7 @@ Deno.test(`symlink race (${SECONDS} s): a uid-${UID} client through the mount wh
     assertEquals(client.leaks, 0);
     assertEquals(snapshot(secret), before);
   } finally {
-    await cleanup(d, tree);
+    await cleanup(tree, d);
     await Deno.remove(secret, { recursive: true }).catch(() => {});
   }
 });
@@ -148,6 +142,6 @@ Deno.test("through the mount a final symlink is still a symlink (ln -s, readlink
     assertEquals(other, { code: 0, out: "1\n" });
     assertEquals([...Deno.readDirSync(`${home}/team`)].map((e) => e.name), ["a"]);
   } finally {
-    await cleanup(d, tree);
+    await cleanup(tree, d);
   }
 });

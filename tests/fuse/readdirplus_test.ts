@@ -1,6 +1,6 @@
 /** READDIRPLUS: home/shared listings carry each entry's attributes (no LOOKUP per entry); controls and projections keep their own. */
 import { assert, assertEquals } from "../assert.ts";
-import { cleanup, type Daemon, makeTree, sh, startDaemon } from "./fixture.ts";
+import { cleanup, type Daemon, makeTree, sh, startDaemon } from "../fixture/mod.ts";
 
 /** The LOOKUP requests the daemon logged (`--debug`) from byte `from` of its log on. */
 function lookups(d: Daemon, from: number): string[] {
@@ -39,7 +39,7 @@ Deno.test("ls -l of a home directory: entries come with their attributes, no LOO
       assertEquals(n.length, 0, `uid ${uid}: ${n.length} LOOKUPs for 37 entries:\n${n.join("\n")}`);
     }
   } finally {
-    await cleanup(d, tree);
+    await cleanup(tree, d);
   }
 });
 
@@ -63,6 +63,6 @@ Deno.test("ls -l of a control directory: each control keeps its own LOOKUP and a
       .sort((a, b) => a.split(" ")[3] < b.split(" ")[3] ? -1 : 1);
     assertEquals(fromLs.join("\n"), st.stdout.trim());
   } finally {
-    await cleanup(d, tree);
+    await cleanup(tree, d);
   }
 });

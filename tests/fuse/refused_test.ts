@@ -1,7 +1,7 @@
 /** A control write refused through the mount: the writer sees the errno, the daemon log the rule. */
 import { assert, assertEquals, assertMatch } from "../assert.ts";
 import { refusals, REFUSALS_PER_WINDOW } from "../../src/fuse/serve.ts";
-import { cleanup, type Daemon, makeTree, sh, startDaemon, until } from "./fixture.ts";
+import { cleanup, type Daemon, makeTree, sh, startDaemon, until } from "../fixture/mod.ts";
 
 Deno.test("a bad control write through the mount is EINVAL to the writer and logs the broken rule", async () => {
   const tree = await makeTree();
@@ -31,7 +31,7 @@ Deno.test("a bad control write through the mount is EINVAL to the writer and log
       "the second line",
     );
   } finally {
-    await cleanup(d, tree);
+    await cleanup(tree, d);
   }
 });
 

@@ -1,9 +1,6 @@
 /** `/ctx/status` stays current for readers while a stat of it builds nothing. */
 import { assert, assertEquals } from "../assert.ts";
-import { cleanup, type Daemon, DENO, makeTree, startDaemon } from "./fixture.ts";
-
-const CTX = new URL("../../cli/ctx.ts", import.meta.url).pathname;
-const CONFIG = new URL("../../deno.json", import.meta.url).pathname;
+import { cleanup, CONFIG, CTX, type Daemon, DENO, makeTree, startDaemon } from "../fixture/mod.ts";
 
 Deno.test("every read of /ctx/status has the whole current text, however its size changed since a stat", async () => {
   const tree = await makeTree();
@@ -35,6 +32,6 @@ Deno.test("every read of /ctx/status has the whole current text, however its siz
     // After an open, a stat reports that open's size.
     assertEquals(Deno.statSync(path).size, new TextEncoder().encode(text).length);
   } finally {
-    await cleanup(d, tree);
+    await cleanup(tree, d);
   }
 });

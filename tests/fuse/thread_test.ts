@@ -2,12 +2,7 @@
 import { assert, assertEquals } from "../assert.ts";
 import { CtxError } from "../../src/abi/errno.ts";
 import { mountedType, type MountThread, startMountThread } from "../../src/fuse/mod.ts";
-import { DENO, makeTree, sh } from "./fixture.ts";
-
-const CTX = new URL("../../cli/ctx.ts", import.meta.url).pathname;
-const CONFIG = new URL("../../deno.json", import.meta.url).pathname;
-
-type Tree = Awaited<ReturnType<typeof makeTree>>;
+import { CONFIG, CTX, DENO, makeTree, sh, type Tree } from "../fixture/mod.ts";
 
 function options(tree: Tree) {
   return {

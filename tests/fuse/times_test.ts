@@ -1,6 +1,6 @@
 /** Timestamps are signed: times before 1970 survive utimensat and stat through the mount, for root and a second uid. */
 import { assertEquals } from "../assert.ts";
-import { PYTHON, sh, UIDS, withMount } from "./fixture.ts";
+import { PYTHON, sh, UIDS, withMount } from "../fixture/mod.ts";
 
 const SCRIPT = `
 import os, sys

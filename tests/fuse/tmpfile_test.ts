@@ -1,6 +1,6 @@
 /** O_TMPFILE (+ linkat), fallocate and SEEK_DATA/SEEK_HOLE in home/ answer what the backing file system answers. */
 import { assert, assertEquals } from "../assert.ts";
-import { sh, UIDS, withMount } from "./fixture.ts";
+import { sh, UIDS, withMount } from "../fixture/mod.ts";
 
 const here = new URL(".", import.meta.url).pathname;
 

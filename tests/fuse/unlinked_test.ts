@@ -1,6 +1,6 @@
 /** Open files keep working after their last name goes (unlink, or a rename over it): attributes come from the open file. */
 import { assertEquals } from "../assert.ts";
-import { PYTHON, sh, UIDS, withMount } from "./fixture.ts";
+import { PYTHON, sh, UIDS, withMount } from "../fixture/mod.ts";
 
 const SCRIPT = `
 import os, sys, tempfile

@@ -1,6 +1,6 @@
 /** user.* extended attributes in home/shared are the backing file's, set and read as the caller; the projection's stay read-only elsewhere. */
 import { assertEquals } from "../assert.ts";
-import { sh, UIDS, withMount } from "./fixture.ts";
+import { sh, UIDS, withMount } from "../fixture/mod.ts";
 
 Deno.test("user.* xattrs in home/: setfattr/getfattr/listxattr/removexattr as the caller, on the backing file, symlinks untouched", async () => {
   await withMount(async ({ tree, home }) => {

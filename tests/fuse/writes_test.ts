@@ -1,6 +1,6 @@
 /** Control writes commit whole or not at all, per open file description: real tools and a C client on a real mount. */
 import { assertEquals, assertMatch } from "../assert.ts";
-import { cleanup, type Daemon, makeTree, sh, startDaemon } from "./fixture.ts";
+import { cleanup, type Daemon, makeTree, sh, startDaemon } from "../fixture/mod.ts";
 
 const here = new URL(".", import.meta.url).pathname;
 const read = (p: string) => Deno.readTextFileSync(p);
@@ -59,7 +59,7 @@ Deno.test("a failed write commits nothing: the reviewer's reproductions, and a s
     ]);
     assertEquals(e3[2].match(/printf: write error: Invalid argument/g)?.length, 2, e3[2]);
   } finally {
-    await cleanup(d, tree);
+    await cleanup(tree, d);
   }
 });
 
@@ -93,7 +93,7 @@ Deno.test("several writes that together form a valid value commit whole; a reade
     ]);
     assertEquals([read(seen(1)), read(seen(2)), read(seen(3))], [policy, policy, L1 + L2]);
   } finally {
-    await cleanup(d, tree);
+    await cleanup(tree, d);
   }
 });
 
@@ -156,6 +156,6 @@ Deno.test("one process's syscalls: pending mid-line writes, dup'd descriptors, c
     assertEquals(await run("o", "m", "c", "r"), ["o=0", "m=-1 ENODEV", "c=0", `r=${bar(L2 + L1)}`]);
     assertEquals(read(`${tree.root}/agent/coder.d/policy`), L2 + L1);
   } finally {
-    await cleanup(d, tree);
+    await cleanup(tree, d);
   }
 });

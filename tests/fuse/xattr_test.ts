@@ -1,6 +1,6 @@
 /** Read-only `user.cortexfs.*` xattrs through a real mount, read with getfattr and a raw getxattr(2) client. */
 import { assertEquals } from "../assert.ts";
-import { cleanup, type Daemon, makeTree, sh, startDaemon } from "./fixture.ts";
+import { cleanup, type Daemon, makeTree, sh, startDaemon } from "../fixture/mod.ts";
 
 const here = new URL(".", import.meta.url).pathname;
 
@@ -92,7 +92,7 @@ Deno.test("xattrs: every node answers user.cortexfs.{abi_path,kind,origin,storag
     const win = await sh(`getfattr -n user.cortexfs.kind --only-values ${m}/agent/coder.d`);
     assertEquals([win.code, win.stdout], [0, "cdir"]);
   } finally {
-    await cleanup(d, tree);
+    await cleanup(tree, d);
   }
 });
 
@@ -140,7 +140,7 @@ Deno.test("xattrs: size probe, ERANGE for a short buffer, ENODATA for unknown na
       "",
     ]);
   } finally {
-    await cleanup(d, tree);
+    await cleanup(tree, d);
   }
 });
 
@@ -175,6 +175,6 @@ Deno.test("user.cortexfs.* is read-only: setfattr/setfattr -x fail with EROFS in
     const k = await sh(`getfattr -n user.cortexfs.kind --only-values ${m}/home/0/f`);
     assertEquals(k.stdout, "file");
   } finally {
-    await cleanup(d, tree);
+    await cleanup(tree, d);
   }
 });

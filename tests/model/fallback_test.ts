@@ -1,6 +1,6 @@
 /** Fallback end to end: the agent's model, then its `fallback` chain; each failed candidate is an auditable recoverable error. */
 import { assertEquals } from "../assert.ts";
-import { ctx, history } from "../runtime/helpers.ts";
+import { ctx, history } from "../fixture/mod.ts";
 import { fixture, OpenAIServer } from "./openai_server.ts";
 import { end, send, types, world } from "./world.ts";
 

@@ -1,16 +1,21 @@
 /** The offline first run through a real cortexfsd and its mount: switch coder to debug/script, write a script, read a file via tsh. */
 import { assertEquals } from "../assert.ts";
-import { cleanup, type Daemon, makeTree, sh, startDaemon } from "../fuse/fixture.ts";
-import { ctxArgv } from "../ctx/run.ts";
+import {
+  cleanup,
+  ctxArgv,
+  type Daemon,
+  makeTree,
+  sh,
+  startDaemon,
+  workspace,
+} from "../fixture/mod.ts";
 
 Deno.test("first run: `debug/script` set and scripted through /ctx, `ctx agent send` reads a workspace file through tsh", async () => {
   const t = await makeTree();
   let d: Daemon | null = null;
   try {
     d = await startDaemon(t);
-    const ws = `${t.dir}/ws`;
-    Deno.mkdirSync(ws);
-    Deno.writeTextFileSync(`${ws}/hello.txt`, "hello through the mount\n");
+    const ws = await workspace(t, { "hello.txt": "hello through the mount\n" });
     const script = [
       { tool_calls: [{ id: "c1", name: "tsh", arguments: { args: ["fs.read", "hello.txt"] } }] },
       { text: "hello.txt says: {{result}}" },
@@ -42,6 +47,6 @@ CTX_ROOT=${m} ${cli} agent send coder "read hello.txt"`,
       "done",
     ]);
   } finally {
-    await cleanup(d, t);
+    await cleanup(t, d);
   }
 });

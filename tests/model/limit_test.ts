@@ -2,8 +2,7 @@
 import { assert, assertEquals } from "../assert.ts";
 import { replaceFile } from "../../src/store/atomic.ts";
 import { modelEntry } from "../../src/store/tree.ts";
-import { cleanup, type Daemon, makeTree, sh, startDaemon } from "../fuse/fixture.ts";
-import { ctx } from "../ctx/run.ts";
+import { cleanup, ctxRun, type Daemon, makeTree, sh, startDaemon } from "../fixture/mod.ts";
 
 /** Writes model `ref` into the tree at `root` with `driver` (and `id`), no `limit` file. */
 function model(root: string, ref: string, o: { driver: string; id?: string }): void {
@@ -85,7 +84,7 @@ Deno.test("limit: providers.d, then the stored file, then the catalog, then unkn
     );
     // the host limit is the one runs use (coder is on debug/echo, window auto: its instance read
     // providers.d itself) ...
-    const run = await ctx(["agent", "send", "coder", "hi"], { env: { CTX_ROOT: tree.mount } });
+    const run = await ctxRun(["agent", "send", "coder", "hi"], { env: { CTX_ROOT: tree.mount } });
     assertEquals(run.code, 2, JSON.stringify(run)); // E2BIG
     assert(
       run.stderr.includes("but the window of 200 tokens of debug/echo admits 600 bytes"),
@@ -109,6 +108,6 @@ Deno.test("limit: providers.d, then the stored file, then the catalog, then unkn
     assert(!log.includes("notes.txt"), log);
     assert(!log.includes("local.json") && !log.includes("debug.json"), log);
   } finally {
-    await cleanup(d, tree);
+    await cleanup(tree, d);
   }
 });

@@ -5,16 +5,16 @@ import { replaceFile } from "../../src/store/atomic.ts";
 import {
   cleanup,
   ctx,
-  type Fixture,
   history,
   makeTree,
   Raw,
-  startDaemon,
-} from "../runtime/helpers.ts";
+  startRuntimeDaemon,
+  type Tree,
+} from "../fixture/mod.ts";
 
 /** A model-backed agent on `debug/script` with `lines` as its script; returns its workspace. */
 function scripted(
-  f: Fixture,
+  f: Tree,
   name: string,
   lines: unknown[],
   options: { perm?: string; tools?: string[]; approval?: "ask" } = {},
@@ -27,7 +27,7 @@ function scripted(
     `${f.root}/home/0/agent/${name}/script.jsonl`,
     lines.map((l) => JSON.stringify(l)).join("\n") + "\n",
   );
-  const ws = `${f.tmp}/ws-${name}`;
+  const ws = `${f.dir}/ws-${name}`;
   Deno.mkdirSync(ws);
   Deno.writeTextFileSync(`${ws}/hello.txt`, "hi\n");
   return ws;
@@ -40,7 +40,7 @@ const read = (id?: string) => ({
 });
 
 /** Tool results of the last run as [name, status, errno, content]. */
-function results(f: Fixture, agent: string) {
+function results(f: Tree, agent: string) {
   return history(f, agent).events.filter((e) => e.type === "message" && e.role === "tool").map(
     (e) => {
       const [p] = e.content as { status: string; errno?: string; content: string }[];
@@ -53,7 +53,7 @@ Deno.test("model loop: the ninth tool call of a run is refused E2BIG after eight
   const f = await makeTree();
   const turn = { tool_calls: [read()] };
   const ws = scripted(f, "m", [...Array(9).fill(turn), { text: "never" }]);
-  const d = await startDaemon(f);
+  const d = await startRuntimeDaemon(f);
   try {
     const out = await ctx(f, ["agent", "send", "m", "loop"], { cwd: ws });
     assertEquals(out.code !== 0, true);
@@ -76,7 +76,7 @@ Deno.test("model loop: a repeated or missing call id gets a fresh host id; resul
     { tool_calls: [read("dup"), read("dup"), read()] },
     { text: "{{result}}" },
   ]);
-  const d = await startDaemon(f);
+  const d = await startRuntimeDaemon(f);
   try {
     assertEquals((await ctx(f, ["agent", "send", "m", "x"], { cwd: ws })).code, 0);
     const ids = history(f, "m").events.filter((e) => e.type === "tool_call").map((e) => e.id);
@@ -98,7 +98,7 @@ Deno.test("model loop: a .d/tools declaration is offered and callable directly; 
     },
     { text: "ok" },
   ], { tools: ["fs.read"] });
-  const d = await startDaemon(f);
+  const d = await startRuntimeDaemon(f);
   try {
     assertEquals((await ctx(f, ["agent", "send", "m", "x"], { cwd: ws })).code, 0);
     const calls = history(f, "m").events.filter((e) => e.type === "tool_call").map((e) => e.name);
@@ -120,7 +120,7 @@ Deno.test("model loop: calls go through the authority path: perm r-- refuses bas
     { tool_calls: [{ id: "b1", name: "tsh", arguments: { args: ["bash", "id"] } }] },
     { text: "after: {{result}}" },
   ], { perm: "r--" });
-  const d = await startDaemon(f);
+  const d = await startRuntimeDaemon(f);
   try {
     const out = await ctx(f, ["agent", "send", "m", "x"], { cwd: ws });
     assertEquals(out.code, 0, out.stderr);
@@ -139,7 +139,7 @@ Deno.test("model loop: approval=ask asks on the run's connection before the mode
   // A raw client's workspace is its own cwd (the checkout): the call reads deno.json there.
   const call = { id: "a1", name: "tsh", arguments: { args: ["fs.read", "deno.json"] } };
   scripted(f, "m", [{ tool_calls: [call] }, { text: "{{result}}" }], { approval: "ask" });
-  const d = await startDaemon(f);
+  const d = await startRuntimeDaemon(f);
   const c = await Raw.connect(`${f.root}/agent/m.sock`);
   try {
     c.write({ op: "send", id: "s-1", session: "default", input: "go" });

@@ -4,17 +4,18 @@ import { createAgent } from "../../src/store/agent_new.ts";
 import { replaceFile } from "../../src/store/atomic.ts";
 import { modelEntry } from "../../src/store/tree.ts";
 import { writeSecret } from "../../src/model/secret.ts";
-import { ctx as realCtx } from "../ctx/run.ts";
 import {
   cleanup,
   ctx,
-  type Daemon,
-  type Fixture,
+  ctxRun,
   history,
   makeTree,
   Raw,
-  startDaemon,
-} from "../runtime/helpers.ts";
+  type RuntimeDaemon,
+  startRuntimeDaemon,
+  type Tree,
+  workspace,
+} from "../fixture/mod.ts";
 import { fixture, OpenAIServer, type Reply } from "./openai_server.ts";
 
 /** A real server, when one is reachable: the live cases below run against it. */
@@ -24,14 +25,14 @@ const LIVE_KEY = Deno.env.get("CTX_TEST_OPENAI_API_KEY");
 const KEY = "sk-fixture-0123456789abcdef";
 
 interface World {
-  f: Fixture;
-  d: Daemon;
+  f: Tree;
+  d: RuntimeDaemon;
   ws: string;
   secrets: string;
 }
 
 /** Writes `model/<ref>` (+ `.d/`) on the openai-chat driver; then the agent `m` on it. */
-function addModel(f: Fixture, ref: string, options: { baseURL: string; id: string }): void {
+function addModel(f: Tree, ref: string, options: { baseURL: string; id: string }): void {
   const [p] = ref.split("/");
   Deno.mkdirSync(`${f.root}/model/${p}`, { recursive: true });
   Deno.mkdirSync(`${f.root}/model/${ref}.d`);
@@ -51,7 +52,7 @@ async function world(
   options: { id?: string; key?: string | null; tools?: string[] } = {},
 ): Promise<World> {
   const f = await makeTree();
-  const secrets = `${f.tmp}/secrets`;
+  const secrets = `${f.dir}/secrets`;
   addModel(f, "fixture/chat", { baseURL, id: options.id ?? "fixture-model" });
   if (options.tools) {
     replaceFile(`${f.root}/agent/m.d/tools`, options.tools.map((t) => `${t}\n`).join(""));
@@ -59,11 +60,11 @@ async function world(
   if (options.key !== null) {
     writeSecret("fixture", "default", { key: options.key ?? KEY, root: secrets });
   }
-  const ws = `${f.tmp}/ws`;
-  Deno.mkdirSync(ws);
-  Deno.writeTextFileSync(`${ws}/hello.txt`, "hello from the workspace\n");
-  Deno.writeTextFileSync(`${ws}/second.txt`, "the second file\n");
-  const d = await startDaemon(f, { env: { CORTEXFS_SECRETS: secrets } });
+  const ws = await workspace(f, {
+    "hello.txt": "hello from the workspace\n",
+    "second.txt": "the second file\n",
+  });
+  const d = await startRuntimeDaemon(f, { env: { CORTEXFS_SECRETS: secrets } });
   return { f, d, ws, secrets };
 }
 
@@ -383,7 +384,7 @@ Deno.test("openai-chat: a key planted with `ctx provider set` is used in the req
   server.push(oneCall("call_env", { args: ["bash", probe] }), fixture("after_tool"));
   const w = await world(server.baseURL, { key: null });
   try {
-    const set = await realCtx(["provider", "set", "fixture"], {
+    const set = await ctxRun(["provider", "set", "fixture"], {
       env: { CORTEXFS_SECRETS: w.secrets },
       stdin: `${planted}\n`,
     });

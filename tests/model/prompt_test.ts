@@ -2,7 +2,7 @@
 import { assert, assertEquals } from "../assert.ts";
 import { replaceFile } from "../../src/store/atomic.ts";
 import { RUNTIME_CONTRACT } from "../../src/abi/prompt.ts";
-import { ctx, history } from "../runtime/helpers.ts";
+import { ctx, history } from "../fixture/mod.ts";
 import { fixture, OpenAIServer } from "./openai_server.ts";
 import { end, send, world } from "./world.ts";
 
@@ -71,8 +71,8 @@ Deno.test("prompt: AGENTS.md of the agent home and of the workspace from its roo
       );
       Deno.writeTextFileSync(`${ws}/AGENTS.md`, "Project rule: run the tests.\n");
       Deno.mkdirSync(`${ws}/sub/deeper`, { recursive: true });
-      Deno.writeTextFileSync(`${f.tmp}/secret.txt`, "TOP-SECRET-HOST-FILE\n");
-      Deno.symlinkSync(`${f.tmp}/secret.txt`, `${ws}/sub/AGENTS.md`);
+      Deno.writeTextFileSync(`${f.dir}/secret.txt`, "TOP-SECRET-HOST-FILE\n");
+      Deno.symlinkSync(`${f.dir}/secret.txt`, `${ws}/sub/AGENTS.md`);
       new Deno.Command("mkfifo", { args: [`${ws}/sub/deeper/AGENTS.md`] }).outputSync();
       Deno.mkdirSync(`${ws}/sub/deeper/.agents/skills/lint`, { recursive: true });
       Deno.writeTextFileSync(`${ws}/sub/deeper/.agents/skills/lint/SKILL.md`, "no front matter\n");

@@ -4,27 +4,21 @@ import { createAgent } from "../../src/store/agent_new.ts";
 import {
   cleanup,
   ctx,
-  type Fixture,
   history,
   makeTree,
   shape,
-  startDaemon,
-} from "../runtime/helpers.ts";
+  startRuntimeDaemon,
+  type Tree,
+  workspace,
+} from "../fixture/mod.ts";
 
 /** Adds a model-backed agent on `debug/script` with `script` (JSONL lines) in its home. */
-function scripted(f: Fixture, name: string, lines: unknown[]): void {
+function scripted(f: Tree, name: string, lines: unknown[]): void {
   createAgent(f.root, name, { uid: 0, gid: 0, model: "debug/script" });
   Deno.writeTextFileSync(
     `${f.root}/home/0/agent/${name}/script.jsonl`,
     lines.map((l) => JSON.stringify(l)).join("\n") + "\n",
   );
-}
-
-async function workspace(f: Fixture): Promise<string> {
-  const ws = `${f.tmp}/ws`;
-  await Deno.mkdir(ws);
-  await Deno.writeTextFile(`${ws}/hello.txt`, "hello from the workspace\n");
-  return ws;
 }
 
 Deno.test("debug/script: a scripted tsh fs.read call reads the workspace file and the result reaches the next turn", async () => {
@@ -36,8 +30,8 @@ Deno.test("debug/script: a scripted tsh fs.read call reads the workspace file an
     },
     { text: "It says: {{result}}" },
   ]);
-  const ws = await workspace(f);
-  const d = await startDaemon(f);
+  const ws = await workspace(f, { "hello.txt": "hello from the workspace\n" });
+  const d = await startRuntimeDaemon(f);
   try {
     const out = await ctx(f, ["agent", "send", "m", "read hello.txt"], { cwd: ws });
     assertEquals(out.code, 0, out.stderr);

@@ -1,6 +1,6 @@
 /** Start-up cost: `ctx` (status, ls, every command) never loads the AI SDK; the daemon loads it only inside the driver. */
 import { assertEquals } from "../assert.ts";
-import { DENO, REPO } from "../runtime/helpers.ts";
+import { DENO, REPO } from "../fixture/mod.ts";
 
 /** Every module specifier `deno info` finds from `entry`, dynamic imports included. */
 async function graph(entry: string): Promise<string[]> {

@@ -1,6 +1,6 @@
 /** Context window admission end to end: whole history turns newest first within the window, E2BIG when nothing fits. */
 import { assert, assertEquals } from "../assert.ts";
-import { history } from "../runtime/helpers.ts";
+import { history } from "../fixture/mod.ts";
 import { replaceFile } from "../../src/store/atomic.ts";
 import { promptBudget } from "../../src/abi/window.ts";
 import { jsonBytes } from "../../src/prompt/admit.ts";

@@ -1,6 +1,6 @@
 /** One conformance suite, run against every wire format: a real daemon, a local server speaking that provider's SSE. */
 import { assert, assertEquals } from "../assert.ts";
-import { history, Raw } from "../runtime/helpers.ts";
+import { history, Raw } from "../fixture/mod.ts";
 import { fixture, OpenAIServer, type Reply } from "./openai_server.ts";
 import { end, send, types, world } from "./world.ts";
 

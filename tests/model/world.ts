@@ -6,23 +6,24 @@ import { writeSecret } from "../../src/model/secret.ts";
 import {
   cleanup,
   ctx,
-  type Daemon,
-  type Fixture,
   makeTree,
-  type Output,
-  startDaemon,
-} from "../runtime/helpers.ts";
+  type Ran,
+  type RuntimeDaemon,
+  startRuntimeDaemon,
+  type Tree,
+  workspace,
+} from "../fixture/mod.ts";
 
 /** One test's world. */
 export interface World {
-  f: Fixture;
-  d: Daemon;
+  f: Tree;
+  d: RuntimeDaemon;
   ws: string;
 }
 
 /** Writes `model/<ref>` (+ `.d/`) on `driver` against `baseURL`, with `limit` (absent: none written). */
 export function addModel(
-  f: Fixture,
+  f: Tree,
   ref: string,
   o: { baseURL: string; id?: string; limit?: number; fallback?: string[]; driver?: string },
 ): void {
@@ -60,7 +61,7 @@ export async function world(
     driver?: string;
     /** A key stored for provider `fixture` (slot default). */
     key?: string;
-    prepare?: (f: Fixture, ws: string) => void;
+    prepare?: (f: Tree, ws: string) => void;
     /** More daemon environment (e.g. CORTEXFS_PROVIDERS). */
     env?: Record<string, string>;
   } = {},
@@ -74,18 +75,18 @@ export async function world(
     fallback: o.fallback,
     driver: o.driver,
   });
-  if (o.key) writeSecret("fixture", "default", { key: o.key, root: `${f.tmp}/secrets` });
+  if (o.key) writeSecret("fixture", "default", { key: o.key, root: `${f.dir}/secrets` });
   createAgent(f.root, "m", {
     uid: 0,
     gid: 0,
     model: "fixture/chat",
     ...(o.window ? { window: String(o.window) } : {}),
   });
-  const ws = `${f.tmp}/ws`;
-  Deno.mkdirSync(ws);
-  Deno.writeTextFileSync(`${ws}/hello.txt`, "hello from the workspace\n");
+  const ws = await workspace(f, { "hello.txt": "hello from the workspace\n" });
   o.prepare?.(f, ws);
-  const d = await startDaemon(f, { env: { CORTEXFS_SECRETS: `${f.tmp}/secrets`, ...o.env } });
+  const d = await startRuntimeDaemon(f, {
+    env: { CORTEXFS_SECRETS: `${f.dir}/secrets`, ...o.env },
+  });
   return { f, d, ws };
 }
 
@@ -97,7 +98,7 @@ export async function end(w: World, server?: { close(): Promise<void> }): Promis
 }
 
 /** `ctx agent send m INPUT` from the workspace. */
-export function send(w: World, input: string, args: string[] = []): Promise<Output> {
+export function send(w: World, input: string, args: string[] = []): Promise<Ran> {
   return ctx(w.f, ["agent", "send", "m", ...args, input], { cwd: w.ws });
 }
 

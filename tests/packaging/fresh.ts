@@ -7,8 +7,7 @@
 import { buildSingle } from "../../packaging/single.ts";
 import { programs } from "../../packaging/build.ts";
 import { VERSION } from "../../src/abi/version.ts";
-
-const REPO = new URL("../..", import.meta.url).pathname.replace(/\/$/, "");
+import { exists, REPO } from "../fixture/mod.ts";
 
 /** The file name a download has. */
 export const NAME = `cortexfs-${VERSION}-linux-x86_64`;
@@ -24,15 +23,6 @@ export function builtFile(): Promise<string> {
   })();
 }
 
-function exists(p: string): boolean {
-  try {
-    Deno.statSync(p);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 /** What a fresh machine does not have: this checkout, the pinned deno's package, Deno's caches. */
 export function hidden(): string[] {
   const deno = Deno.execPath().replace(/\/[^/]*$/, "");
@@ -40,7 +30,7 @@ export function hidden(): string[] {
   const dirs = [REPO, deno, Deno.env.get("DENO_DIR") ?? `${home}/.cache/deno`];
   // Only existing directories can be covered; a path inside another one is covered with it.
   return [...new Set(dirs)].filter((d) =>
-    exists(d) && !dirs.some((o) => o !== d && d.startsWith(`${o}/`))
+    exists(d, { follow: true }) && !dirs.some((o) => o !== d && d.startsWith(`${o}/`))
   );
 }
 
@@ -96,35 +86,6 @@ export function clean(home: string, extra: Record<string, string> = {}): string[
     "PATH=/usr/bin:/bin",
     ...Object.entries(extra).map(([k, v]) => `${k}=${v}`),
   ];
-}
-
-/** Output of one command. */
-export interface Out {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-/** Runs argv in `cwd` with stdin closed. */
-export async function run(
-  argv: string[],
-  options: { cwd?: string; stdin?: string } = {},
-): Promise<Out> {
-  const child = new Deno.Command(argv[0], {
-    args: argv.slice(1),
-    cwd: options.cwd,
-    stdin: options.stdin === undefined ? "null" : "piped",
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  if (options.stdin !== undefined) {
-    const w = child.stdin.getWriter();
-    await w.write(new TextEncoder().encode(options.stdin));
-    await w.close();
-  }
-  const o = await child.output();
-  const dec = new TextDecoder();
-  return { code: o.code, stdout: dec.decode(o.stdout), stderr: dec.decode(o.stderr) };
 }
 
 /** A long-running process whose stderr is collected; {@link Started.waitFor} waits for a line. */

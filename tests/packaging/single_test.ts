@@ -1,7 +1,8 @@
 /** The single downloadable file, alone on a "fresh machine": no checkout, no deno, no network. */
 import { assertEquals } from "../assert.ts";
 import { VERSION } from "../../src/abi/version.ts";
-import { builtFile, clean, fresh, inside, NAME, run, run as exec, start } from "./fresh.ts";
+import { run, run as exec } from "../fixture/mod.ts";
+import { builtFile, clean, fresh, inside, NAME, start } from "./fresh.ts";
 
 const root = Deno.uid() === 0;
 

@@ -5,10 +5,9 @@
  * test's own and the checkout, deno and the network are out of reach.
  */
 import { assertEquals } from "../assert.ts";
-import { Tmux } from "../runtime/tmux.ts";
-import { builtFile, clean, fresh, inside, NAME, run, start } from "./fresh.ts";
+import { exists, REPO, run, Tmux } from "../fixture/mod.ts";
+import { builtFile, clean, fresh, inside, NAME, start } from "./fresh.ts";
 
-const REPO = new URL("../..", import.meta.url).pathname.replace(/\/$/, "");
 const root = Deno.uid() === 0;
 
 /** The `sh` blocks under README's heading `title`, each as its command lines (comments dropped). */
@@ -20,15 +19,6 @@ export function readmeBlocks(title: string): string[][] {
   return [...section.matchAll(/```sh\n([\s\S]*?)```/g)].map((m) =>
     m[1].split("\n").map((l) => l.replace(/\s{2,}#.*$/, "").trimEnd()).filter((l) => l !== "")
   );
-}
-
-function exists(p: string): boolean {
-  try {
-    Deno.statSync(p);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /** What each line of the user block must show, found by the line's own words. */
@@ -57,7 +47,7 @@ Deno.test({
     Deno.chmodSync(file, 0o755);
     Deno.mkdirSync(`${dir}/var-cache`);
     // /ctx itself must exist to be mounted on (only in our namespace); made empty if missing.
-    const madeCtx = !exists("/ctx");
+    const madeCtx = !exists("/ctx", { follow: true });
     if (madeCtx) Deno.mkdirSync("/ctx", { mode: 0o755 });
     const name = `cfs${Deno.pid}`;
     const home = `${dir}/home`;

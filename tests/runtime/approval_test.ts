@@ -7,17 +7,17 @@ import {
   addTestAgent,
   cleanup,
   ctx,
-  type Fixture,
   history,
   makeTree,
   Raw,
   runPids,
-  startDaemon,
-} from "./helpers.ts";
+  startRuntimeDaemon,
+  type Tree,
+} from "../fixture/mod.ts";
 
 type F = Record<string, unknown>;
 
-async function ask(f: Fixture, answer: (c: Raw, req: F) => void): Promise<F[]> {
+async function ask(f: Tree, answer: (c: Raw, req: F) => void): Promise<F[]> {
   const c = await Raw.connect(`${f.root}/agent/t.sock`);
   try {
     c.write({ op: "send", id: crypto.randomUUID(), input: "call fs.stat /workspace" });
@@ -45,7 +45,7 @@ function verdict(frames: F[]) {
 Deno.test("approval=ask: only a matching allow_once runs the call; every other answer fails closed", async () => {
   const f = await makeTree();
   addTestAgent(f, "t", { approval: "ask" });
-  const d = await startDaemon(f, { approvalTimeoutMs: 400 });
+  const d = await startRuntimeDaemon(f, { approvalTimeoutMs: 400 });
   try {
     const allowed = await ask(
       f,
@@ -121,7 +121,7 @@ Deno.test("approval=ask: only a matching allow_once runs the call; every other a
 Deno.test("ctx agent send --approve TOOL answers allow_once for that tool only", async () => {
   const f = await makeTree();
   addTestAgent(f, "t", { approval: "ask" });
-  const d = await startDaemon(f);
+  const d = await startRuntimeDaemon(f);
   try {
     const yes = await ctx(f, [
       "agent",
@@ -164,7 +164,7 @@ function alive(pid: number): boolean {
 Deno.test("cancel records the cancellation, kills the agent's process group, records nothing later", async () => {
   const f = await makeTree();
   addTestAgent(f, "t");
-  const d = await startDaemon(f);
+  const d = await startRuntimeDaemon(f);
   try {
     const c = await Raw.connect(`${f.root}/agent/t.sock`);
     c.write({ op: "send", id: "long-1", input: "sleep" });
@@ -213,7 +213,7 @@ Deno.test("cancel records the cancellation, kills the agent's process group, rec
 });
 
 /** One run of `input` from a raw client that never answers an approval_request. */
-async function unanswered(f: Fixture, input: string): Promise<F[]> {
+async function unanswered(f: Tree, input: string): Promise<F[]> {
   const c = await Raw.connect(`${f.root}/agent/t.sock`);
   try {
     c.write({ op: "send", id: crypto.randomUUID(), input });
@@ -232,10 +232,10 @@ Deno.test("approval=ask: a call refused by any check (symlinked executable, unus
   const f = await makeTree();
   addTestAgent(f, "t", { approval: "ask" });
   // A long approval timeout: a wrongly emitted request would stall the run, not pass quietly.
-  const d = await startDaemon(f, { approvalTimeoutMs: 30_000 });
+  const d = await startRuntimeDaemon(f, { approvalTimeoutMs: 30_000 });
   try {
     // The executable is a symlink to a regular copy of itself: the nofollow check refuses it.
-    const real = `${f.tmp}/fs.stat.real`;
+    const real = `${f.dir}/fs.stat.real`;
     Deno.renameSync(`${f.root}/tool/fs.stat`, real);
     Deno.symlinkSync(real, `${f.root}/tool/fs.stat`);
     const linked = await unanswered(f, "call fs.stat /workspace");
@@ -264,7 +264,7 @@ Deno.test("approval=ask: a call refused by any check (symlinked executable, unus
 Deno.test("approval=ask: a valid call emits exactly one approval_request and runs only on allow_once", async () => {
   const f = await makeTree();
   addTestAgent(f, "t", { approval: "ask" });
-  const d = await startDaemon(f);
+  const d = await startRuntimeDaemon(f);
   const ws = await Deno.makeTempDir({ prefix: "ctx-ws-" });
   try {
     const send = (approve: string[]) =>
@@ -311,7 +311,7 @@ Deno.test("approval=ask: a valid call emits exactly one approval_request and run
 Deno.test("approval=ask: a cancel of the waiting run is recorded as approval_result cancelled before the run ends", async () => {
   const f = await makeTree();
   addTestAgent(f, "t", { approval: "ask" });
-  const d = await startDaemon(f, { approvalTimeoutMs: 30_000 });
+  const d = await startRuntimeDaemon(f, { approvalTimeoutMs: 30_000 });
   try {
     const c = await Raw.connect(`${f.root}/agent/t.sock`);
     try {
@@ -355,7 +355,7 @@ Deno.test("approval=ask: a cancel of the waiting run is recorded as approval_res
 Deno.test("approval=ask: a cancel for another run while an approval waits is carried out (authorized) and the approval keeps waiting", async () => {
   const f = await makeTree();
   addTestAgent(f, "t", { approval: "ask" });
-  const d = await startDaemon(f, { approvalTimeoutMs: 30_000 });
+  const d = await startRuntimeDaemon(f, { approvalTimeoutMs: 30_000 });
   const other = await Raw.connect(`${f.root}/agent/t.sock`);
   const c = await Raw.connect(`${f.root}/agent/t.sock`);
   try {
@@ -403,7 +403,7 @@ Deno.test("approval=ask: a cancel for another run while an approval waits is car
 Deno.test("follow: replayed approval_requests are not answered; only an error with the request id ends it", async () => {
   const f = await makeTree();
   addTestAgent(f, "t", { approval: "ask" });
-  const d = await startDaemon(f, { approvalTimeoutMs: 30_000 });
+  const d = await startRuntimeDaemon(f, { approvalTimeoutMs: 30_000 });
   const c = await Raw.connect(`${f.root}/agent/t.sock`);
   try {
     const input = "call fs.stat /workspace";

@@ -8,16 +8,16 @@ import {
   makeTree,
   Raw,
   REPO,
-  startDaemon,
+  startRuntimeDaemon,
+  Tmux,
   until,
-} from "./helpers.ts";
-import { Tmux } from "./tmux.ts";
+} from "../fixture/mod.ts";
 
 Deno.test("chat: a line is answered, history recalls it, output never corrupts a line being typed, Ctrl+C cancels then exits", async () => {
   const f = await makeTree();
   addTestAgent(f, "t");
-  const d = await startDaemon(f);
-  const tm = new Tmux(`${f.tmp}/tmux.sock`);
+  const d = await startRuntimeDaemon(f);
+  const tm = new Tmux(`${f.dir}/tmux.sock`);
   try {
     const path = `${ctxBin(f)}:/usr/bin:/bin`;
     await tm.run(
@@ -83,7 +83,7 @@ Deno.test("chat: a line is answered, history recalls it, output never corrupts a
 
 Deno.test("agent.sh resolves ctx and execs ctx agent; with input it is send --session default", async () => {
   const f = await makeTree();
-  const d = await startDaemon(f);
+  const d = await startRuntimeDaemon(f);
   try {
     const text = Deno.readTextFileSync(`${REPO}/cli/agent.sh`);
     assert(
@@ -111,8 +111,8 @@ Deno.test("agent.sh resolves ctx and execs ctx agent; with input it is send --se
 Deno.test("chat: Ctrl+C while the message waits behind another run cancels it once it starts; the chat stays usable", async () => {
   const f = await makeTree();
   addTestAgent(f, "t");
-  const d = await startDaemon(f);
-  const tm = new Tmux(`${f.tmp}/tmux.sock`);
+  const d = await startRuntimeDaemon(f);
+  const tm = new Tmux(`${f.dir}/tmux.sock`);
   const other = await Raw.connect(`${f.root}/agent/t.sock`);
   try {
     // Another client holds the session with a long run: the chat's request gets no `start` yet.

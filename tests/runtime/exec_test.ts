@@ -2,18 +2,19 @@
 import { assert, assertEquals, assertMatch } from "../assert.ts";
 import {
   addTestAgent,
+  AGENT_SH,
   cleanup,
   ctx,
   DAEMON_SECRETS,
-  type Fixture,
   history,
   makeTree,
   Raw,
   shape,
-  startDaemon,
-} from "./helpers.ts";
+  startRuntimeDaemon,
+  type Tree,
+} from "../fixture/mod.ts";
 
-function logs(f: Fixture, run: string, step: number) {
+function logs(f: Tree, run: string, step: number) {
   const base = `${f.logs}/${run}.${step}`;
   const env = Object.fromEntries(
     Deno.readTextFileSync(`${base}.env`).split("\0").filter(Boolean).map((kv) => {
@@ -28,7 +29,7 @@ function logs(f: Fixture, run: string, step: number) {
   };
 }
 
-async function send(f: Fixture, agent: string, input: string, id = crypto.randomUUID()) {
+async function send(f: Tree, agent: string, input: string, id = crypto.randomUUID()) {
   const c = await Raw.connect(`${f.root}/agent/${agent}.sock`);
   try {
     c.write({ op: "send", id, session: "default", input });
@@ -41,13 +42,13 @@ async function send(f: Fixture, agent: string, input: string, id = crypto.random
 Deno.test("ctx agent new --exec installs a sdk-envelope-v1 agent; without --exec it is model-backed", async () => {
   const f = await makeTree();
   try {
-    const prog = new URL("./agent.sh", import.meta.url).pathname;
+    const prog = AGENT_SH;
     const made = await ctx(f, ["agent", "new", "prog", "--exec", prog]);
     assertEquals(made.code, 0, made.stderr);
     assertEquals(Deno.readTextFileSync(`${f.root}/agent/prog.d/abi`), "sdk-envelope-v1\n");
     assertEquals(Deno.readFileSync(`${f.root}/agent/prog`), Deno.readFileSync(prog));
     assertEquals((await ctx(f, ["agent", "new", "plain"])).code, 0);
-    const d = await startDaemon(f);
+    const d = await startRuntimeDaemon(f);
     try {
       const plain = await ctx(f, ["agent", "send", "plain", "model", "backed"]);
       assertEquals(plain, { code: 0, stdout: "model backed\n", stderr: "" });
@@ -62,7 +63,7 @@ Deno.test("ctx agent new --exec installs a sdk-envelope-v1 agent; without --exec
 Deno.test("the envelope's tool_context carries the tools tsh load/pin put in the agent's context", async () => {
   const f = await makeTree();
   addTestAgent(f, "t");
-  const d = await startDaemon(f);
+  const d = await startRuntimeDaemon(f);
   try {
     const pin = await ctx(f, ["agent", "tsh", "t", "pin", "fs.read"]);
     assertEquals(pin.code, 0, pin.stderr);
@@ -78,7 +79,7 @@ Deno.test("the envelope's tool_context carries the tools tsh load/pin put in the
 Deno.test("step 0 gets exactly one envelope line and a cleared environment: the sandbox allowlist, .d/env, CTX_*", async () => {
   const f = await makeTree();
   addTestAgent(f, "t");
-  const d = await startDaemon(f);
+  const d = await startRuntimeDaemon(f);
   try {
     const frames = await send(f, "t", "echo one two");
     const run = String(frames[0].run);
@@ -169,7 +170,7 @@ Deno.test("step 0 gets exactly one envelope line and a cleared environment: the 
 Deno.test("a yielded tool_call runs through the tool path; step 1 gets exactly that host result", async () => {
   const f = await makeTree();
   addTestAgent(f, "t");
-  const d = await startDaemon(f);
+  const d = await startRuntimeDaemon(f);
   try {
     const frames = await send(f, "t", "call fs.stat /workspace");
     const run = String(frames[0].run);
@@ -200,7 +201,7 @@ Deno.test("a yielded tool_call runs through the tool path; step 1 gets exactly t
 Deno.test("invalid agent output fails the run with a host error frame", async () => {
   const f = await makeTree();
   addTestAgent(f, "t");
-  const d = await startDaemon(f);
+  const d = await startRuntimeDaemon(f);
   try {
     const cases: [string, string, string][] = [
       ["start", "EPROTO", 'invalid agent output: agents may not emit "start" frames'],
@@ -240,7 +241,7 @@ Deno.test("invalid agent output fails the run with a host error frame", async ()
 Deno.test("at most 8 calls and 9 process starts; a replayed call id is refused before authorization", async () => {
   const f = await makeTree();
   addTestAgent(f, "t");
-  const d = await startDaemon(f);
+  const d = await startRuntimeDaemon(f);
   try {
     const frames = await send(f, "t", "calls");
     const run = String(frames[0].run);
@@ -269,7 +270,7 @@ Deno.test("at most 8 calls and 9 process starts; a replayed call id is refused b
 Deno.test("a run never inherits authority: policy is re-read for every call", async () => {
   const f = await makeTree();
   addTestAgent(f, "t");
-  const d = await startDaemon(f);
+  const d = await startRuntimeDaemon(f);
   try {
     const errnoOf = (frames: Record<string, unknown>[]) => {
       const tool = frames.find((x) => x.type === "message" && x.role === "tool")!;

@@ -1,7 +1,7 @@
 /** Agent identity: exact uid/gid/groups for agent processes, owner-made session trees, status/pid. */
 import { assert, assertEquals } from "../assert.ts";
 import { replaceFile } from "../../src/store/atomic.ts";
-import { addTestAgent, cleanup, ctx, makeTree, Raw, startDaemon } from "./helpers.ts";
+import { addTestAgent, cleanup, ctx, makeTree, Raw, startRuntimeDaemon } from "../fixture/mod.ts";
 
 const root = Deno.uid() === 0;
 
@@ -17,7 +17,7 @@ Deno.test({
   ignore: !root,
   async fn() {
     const f = await makeTree();
-    Deno.chmodSync(f.tmp, 0o755); // uid 1000 must reach its program in the tree
+    Deno.chmodSync(f.dir, 0o755); // uid 1000 must reach its program in the tree
     Deno.chmodSync(f.logs, 0o777);
     const agents: [string, number, number, number[]][] = [
       ["zero", 0, 0, []],
@@ -32,7 +32,7 @@ Deno.test({
       replaceFile(`${d}/groups`, groups.map((g) => `${g}\n`).join(""));
     }
     // The daemon has supplementary groups of its own: none may reach an agent.
-    const d = await startDaemon(f, { wrap: ["setpriv", "--groups=4,27", "--"] });
+    const d = await startRuntimeDaemon(f, { wrap: ["setpriv", "--groups=4,27", "--"] });
     try {
       const seen: Record<string, unknown> = {};
       for (const [name] of agents) {
@@ -92,7 +92,7 @@ Deno.test("agent/<n>.d/status and pid: ready with the daemon pid while served, b
     return { status: r("status"), pid: r("pid") };
   };
   const before = read();
-  const d = await startDaemon(f);
+  const d = await startRuntimeDaemon(f);
   try {
     const pid = `${d.child.pid}\n`;
     const served = read();
@@ -123,7 +123,7 @@ Deno.test("agent/<n>.d/status and pid: ready with the daemon pid while served, b
 Deno.test("a torn history tail isolates that session only: startup reports it, requests to it answer EIO, nothing is repaired", async () => {
   const f = await makeTree();
   addTestAgent(f, "t");
-  let d = await startDaemon(f);
+  let d = await startRuntimeDaemon(f);
   try {
     assertEquals((await ctx(f, ["agent", "send", "t", "echo", "one"])).code, 0);
     assertEquals((await ctx(f, ["agent", "send", "t", "--session", "b", "echo", "two"])).code, 0);
@@ -131,7 +131,7 @@ Deno.test("a torn history tail isolates that session only: startup reports it, r
     const dir = `${f.root}/home/0/agent/t/session/default`;
     const torn = Deno.readTextFileSync(`${dir}/events.jsonl`) + '{"type":"start","run":"ctx-';
     Deno.writeTextFileSync(`${dir}/events.jsonl`, torn);
-    d = await startDaemon(f);
+    d = await startRuntimeDaemon(f);
     assertEquals(d.ready.broken, [{
       dir,
       errno: "EIO",

@@ -1,13 +1,20 @@
 /** How an executable agent is started: nothing of root's reaches it, and root runs nothing of the agent's. */
 import { assert, assertEquals } from "../assert.ts";
 import { replaceFile } from "../../src/store/atomic.ts";
-import { addTestAgent, cleanup, ctx, makeTree, startDaemon } from "./helpers.ts";
+import {
+  addTestAgent,
+  cleanup,
+  ctx,
+  makeTree,
+  startRuntimeDaemon,
+  type Tree,
+} from "../fixture/mod.ts";
 
 const root = Deno.uid() === 0;
 
 /** Makes `name` run as uid/gid 1000 (its program and logs reachable by that uid). */
-function asUser1000(f: Awaited<ReturnType<typeof makeTree>>, name: string, env = {}) {
-  Deno.chmodSync(f.tmp, 0o755);
+function asUser1000(f: Tree, name: string, env = {}) {
+  Deno.chmodSync(f.dir, 0o755);
   Deno.chmodSync(f.logs, 0o777);
   addTestAgent(f, name, { env });
   replaceFile(`${f.root}/agent/${name}.d/uid`, "1000\n");
@@ -23,7 +30,7 @@ Deno.test({
     // In the log dir: the one host directory bound into the agent's sandbox.
     const lib = `${f.logs}/probe.so`, log = `${f.logs}/preload.log`;
     // The probe records the uid of every process that loads it.
-    const src = `${f.tmp}/probe.c`;
+    const src = `${f.dir}/probe.c`;
     Deno.writeTextFileSync(
       src,
       `#include <stdio.h>\n#include <stdlib.h>\n#include <unistd.h>\n` +
@@ -36,7 +43,7 @@ Deno.test({
     assert(cc.success, new TextDecoder().decode(cc.stderr));
     Deno.chmodSync(lib, 0o755);
     asUser1000(f, "pre", { LD_PRELOAD: lib, PROBE_LOG: log });
-    const d = await startDaemon(f);
+    const d = await startRuntimeDaemon(f);
     try {
       const out = await ctx(f, ["agent", "send", "pre", "echo hi"]);
       assertEquals(out.code, 0, out.stderr);
@@ -52,11 +59,11 @@ Deno.test({
 
 Deno.test("an fd the daemon inherited without close-on-exec never reaches an agent process", async () => {
   const f = await makeTree();
-  const marker = `${f.tmp}/inherited-marker`;
+  const marker = `${f.dir}/inherited-marker`;
   Deno.writeTextFileSync(marker, "x\n");
   addTestAgent(f, "fds");
   // The daemon starts with fd 7 open on the marker (no close-on-exec), as a careless parent leaves it.
-  const d = await startDaemon(f, { wrap: ["bash", "-c", 'exec 7<"$0"; exec "$@"', marker] });
+  const d = await startRuntimeDaemon(f, { wrap: ["bash", "-c", 'exec 7<"$0"; exec "$@"', marker] });
   try {
     const out = await ctx(f, ["agent", "send", "fds", "fds"]);
     assertEquals(out.code, 0, out.stderr);
@@ -75,13 +82,13 @@ Deno.test({
   async fn() {
     const f = await makeTree();
     asUser1000(f, "w");
-    const priv = `${f.tmp}/private`, open = `${f.tmp}/open`;
+    const priv = `${f.dir}/private`, open = `${f.dir}/open`;
     Deno.mkdirSync(priv, { mode: 0o700 });
     Deno.chmodSync(priv, 0o700);
     Deno.writeTextFileSync(`${priv}/secret`, "ROOTSECRET\n");
     Deno.mkdirSync(open, { mode: 0o755 });
     Deno.chmodSync(open, 0o755);
-    const d = await startDaemon(f);
+    const d = await startRuntimeDaemon(f);
     try {
       const refused = await ctx(f, ["agent", "send", "w", "pwd"], { cwd: priv });
       assert(refused.code !== 0, refused.stdout);

@@ -1,7 +1,15 @@
 /** Resource limits of the socket runtime: queued requests per connection, connections per uid. */
 import { assert, assertEquals, assertStringIncludes } from "../assert.ts";
 import { MAX_CONNS_PER_UID } from "../../src/runtime/server.ts";
-import { addTestAgent, cleanup, ctx, history, makeTree, Raw, startDaemon } from "./helpers.ts";
+import {
+  addTestAgent,
+  cleanup,
+  ctx,
+  history,
+  makeTree,
+  Raw,
+  startRuntimeDaemon,
+} from "../fixture/mod.ts";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -34,7 +42,7 @@ function rssKiB(pid: number): number {
 Deno.test("at most 4 requests wait per connection (EBUSY with the id beyond); queued ones are dropped when the client leaves", async () => {
   const f = await makeTree();
   addTestAgent(f, "t");
-  const d = await startDaemon(f);
+  const d = await startRuntimeDaemon(f);
   try {
     const sock = `${f.root}/agent/t.sock`;
     const c = await Raw.connect(sock);
@@ -87,7 +95,7 @@ Deno.test("at most 4 requests wait per connection (EBUSY with the id beyond); qu
 Deno.test("a client piping 200 x 1 MiB sends without reading replies: memory stays bounded, at most 1+4 runs, the daemon keeps serving", async () => {
   const f = await makeTree();
   wideEcho(f);
-  const d = await startDaemon(f);
+  const d = await startRuntimeDaemon(f);
   try {
     const sock = `${f.root}/agent/coder.sock`;
     const before = rssKiB(d.child.pid);
@@ -126,7 +134,7 @@ Deno.test("a client piping 200 x 1 MiB sends without reading replies: memory sta
 
 Deno.test("at most MAX_CONNS_PER_UID (64) live connections per uid: one more gets EBUSY and is closed; a freed slot is reusable", async () => {
   const f = await makeTree();
-  const d = await startDaemon(f);
+  const d = await startRuntimeDaemon(f);
   try {
     const sock = `${f.root}/agent/coder.sock`;
     const held: Raw[] = [];
@@ -161,7 +169,7 @@ const lineBytes = (f: unknown) => new TextEncoder().encode(JSON.stringify(f) + "
 Deno.test("no server frame exceeds 1 MiB: a near-1 MiB echo streams as bounded deltas, message and history frames are cut and marked truncated, the files keep it whole", async () => {
   const f = await makeTree();
   wideEcho(f);
-  const d = await startDaemon(f);
+  const d = await startRuntimeDaemon(f);
   try {
     const c = await Raw.connect(`${f.root}/agent/coder.sock`);
     // The largest input a request frame carries: its echo cannot fit one message frame.
@@ -201,7 +209,7 @@ Deno.test("no server frame exceeds 1 MiB: a near-1 MiB echo streams as bounded d
 Deno.test("input over 64 KiB to an executable agent: request-level EMSGSIZE in plain words, nothing recorded", async () => {
   const f = await makeTree();
   addTestAgent(f, "t");
-  const d = await startDaemon(f);
+  const d = await startRuntimeDaemon(f);
   try {
     const c = await Raw.connect(`${f.root}/agent/t.sock`);
     const input = "echo " + "y".repeat(64 * 1024);
@@ -242,7 +250,7 @@ function existsDir(p: string): boolean {
 
 Deno.test("ctx agent send with no words and empty stdin is a usage error (exit 2), nothing sent", async () => {
   const f = await makeTree();
-  const d = await startDaemon(f);
+  const d = await startRuntimeDaemon(f);
   try {
     const out = await ctx(f, ["agent", "send", "coder"], { stdin: "" });
     assertEquals(out.code, 2);
@@ -257,7 +265,7 @@ Deno.test("ctx agent send with no words and empty stdin is a usage error (exit 2
 Deno.test("SIGTERM of the daemon during a run records error EINTR and done error (not a cancel)", async () => {
   const f = await makeTree();
   addTestAgent(f, "t");
-  const d = await startDaemon(f);
+  const d = await startRuntimeDaemon(f);
   try {
     const c = await Raw.connect(`${f.root}/agent/t.sock`);
     c.write({ op: "send", id: "stopped", session: "default", input: "sleep" });

@@ -5,12 +5,12 @@ import { bootId, startTime } from "../../src/sandbox/receipt.ts";
 import {
   addTestAgent,
   cleanup,
-  type Fixture,
   makeTree,
   Raw,
   runPids,
-  startDaemon,
-} from "./helpers.ts";
+  startRuntimeDaemon,
+  type Tree,
+} from "../fixture/mod.ts";
 
 function alive(pid: number): boolean {
   try {
@@ -21,7 +21,7 @@ function alive(pid: number): boolean {
   }
 }
 
-function receipts(f: Fixture): string[] {
+function receipts(f: Tree): string[] {
   return [...Deno.readDirSync(groupsDir(f.run))].map((e) => e.name).sort();
 }
 
@@ -46,7 +46,7 @@ Deno.test("after kill -9 of the daemon its agent's sandbox dies with it (a child
   addTestAgent(f, "t");
   // An unrelated process in a group of its own, as a reused pid would be.
   const bystander = new Deno.Command("setsid", { args: ["sleep", "60"], stdin: "null" }).spawn();
-  let d = await startDaemon(f);
+  let d = await startRuntimeDaemon(f);
   try {
     assertEquals(d.ready.reaped, { stopped: [], stale: [] });
     // A finished step leaves no receipt behind.
@@ -105,7 +105,7 @@ Deno.test("after kill -9 of the daemon its agent's sandbox dies with it (a child
       ),
     );
 
-    d = await startDaemon(f);
+    d = await startRuntimeDaemon(f);
     assertEquals(d.ready.reaped, {
       stopped: [],
       stale: [`${bystander.pid}.json`, "99999999.json", `${leader}.json`].sort(),
@@ -149,7 +149,7 @@ Deno.test("a receipt whose pid is gone, or that does not parse, is dropped witho
       }),
     );
     Deno.writeTextFileSync(`${groupsDir(f.run)}/junk.json`, "{not json");
-    const d = await startDaemon(f);
+    const d = await startRuntimeDaemon(f);
     await d.stop();
     assertEquals(d.ready.reaped, { stopped: [], stale: [`${gone.pid}.json`, "junk.json"].sort() });
     assert(receipts(f).length === 0);

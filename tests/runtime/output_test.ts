@@ -3,24 +3,24 @@ import { assert, assertEquals } from "../assert.ts";
 import {
   addTestAgent,
   cleanup,
+  CONFIG,
   ctx,
   ctxBin,
   DENO,
-  type Fixture,
   history,
   makeTree,
-  REPO,
-  startDaemon,
-} from "./helpers.ts";
-import { Tmux } from "./tmux.ts";
+  RUNTIME_CTX,
+  startRuntimeDaemon,
+  Tmux,
+  type Tree,
+} from "../fixture/mod.ts";
 
-const HERE = new URL(".", import.meta.url).pathname;
 const ESC = "\x1b";
 
 Deno.test("ctx agent send prints the final assistant message after a tool call, also when the step before it streamed text", async () => {
   const f = await makeTree();
   addTestAgent(f, "t");
-  const d = await startDaemon(f);
+  const d = await startRuntimeDaemon(f);
   try {
     const plain = await ctx(f, ["agent", "send", "t", "call fs.stat /workspace"]);
     const streamed = await ctx(f, ["agent", "send", "t", "look /workspace"]);
@@ -44,7 +44,7 @@ Deno.test("ctx agent send prints the final assistant message after a tool call, 
 Deno.test("ctx agent send shows each tool call as one status line on stderr, the whole result with --verbose", async () => {
   const f = await makeTree();
   addTestAgent(f, "t");
-  const d = await startDaemon(f);
+  const d = await startRuntimeDaemon(f);
   try {
     const failed = await ctx(f, ["agent", "send", "t", "call fs.read /nope"]);
     assertEquals(failed.code, 0); // the agent observed the failure and answered
@@ -72,7 +72,7 @@ Deno.test("ctx agent send shows each tool call as one status line on stderr, the
 Deno.test("ctx agent send without a terminal denies an approval and says how to allow it", async () => {
   const f = await makeTree();
   addTestAgent(f, "t", { approval: "ask" });
-  const d = await startDaemon(f);
+  const d = await startRuntimeDaemon(f);
   try {
     const out = await ctx(f, ["agent", "send", "t", "call fs.stat /workspace"]);
     assertEquals(out.stdout, "observed error\n");
@@ -90,10 +90,10 @@ Deno.test("ctx agent send without a terminal denies an approval and says how to 
 Deno.test("no colour codes when output is not a terminal, even without NO_COLOR", async () => {
   const f = await makeTree();
   addTestAgent(f, "t");
-  const d = await startDaemon(f);
+  const d = await startRuntimeDaemon(f);
   try {
     const out = await new Deno.Command(DENO, {
-      args: ["run", "-A", `--config=${REPO}/deno.json`, `${HERE}ctx.ts`, "--root", f.root]
+      args: ["run", "-A", `--config=${CONFIG}`, RUNTIME_CTX, "--root", f.root]
         .concat(["agent", "send", "t", "call fs.stat /workspace"]),
       clearEnv: true,
       env: { PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin", HOME: Deno.env.get("HOME") ?? "/" },
@@ -110,7 +110,7 @@ Deno.test("no colour codes when output is not a terminal, even without NO_COLOR"
 });
 
 /** Starts `cmd` in a 100x30 tmux pane with a clean environment (plus `env`). */
-async function inTmux(f: Fixture, tm: Tmux, cmd: string[], env: Record<string, string> = {}) {
+async function inTmux(f: Tree, tm: Tmux, cmd: string[], env: Record<string, string> = {}) {
   const vars = { PATH: `${ctxBin(f)}:/usr/bin:/bin`, TERM: "xterm", HOME: "/root", ...env };
   const args = ["new-session", "-d", "-s", "t", "-x", "100", "-y", "30", "env", "-i"];
   await tm.run(...args, ...Object.entries(vars).map(([k, v]) => `${k}=${v}`), ...cmd);
@@ -119,9 +119,9 @@ async function inTmux(f: Fixture, tm: Tmux, cmd: string[], env: Record<string, s
 Deno.test("on a terminal send asks approvals inline [y/N]: y runs the call, Enter denies it; tool lines are dim unless NO_COLOR", async () => {
   const f = await makeTree();
   addTestAgent(f, "t", { approval: "ask" });
-  const d = await startDaemon(f);
+  const d = await startRuntimeDaemon(f);
   // One tmux server per terminal session: nothing waits for a killed server to go away.
-  const [yes, no, ctrlC] = ["yes", "no", "ctrlc"].map((n) => new Tmux(`${f.tmp}/tmux-${n}.sock`));
+  const [yes, no, ctrlC] = ["yes", "no", "ctrlc"].map((n) => new Tmux(`${f.dir}/tmux-${n}.sock`));
   try {
     // The shell ignores the Ctrl+C sent to its foreground job (a trap resets in the child).
     const send = [
@@ -175,8 +175,8 @@ Deno.test("on a terminal send asks approvals inline [y/N]: y runs the call, Ente
 Deno.test("chat shows tool calls and asks approvals inline [y/N]", async () => {
   const f = await makeTree();
   addTestAgent(f, "t", { approval: "ask" });
-  const d = await startDaemon(f);
-  const tm = new Tmux(`${f.tmp}/tmux.sock`);
+  const d = await startRuntimeDaemon(f);
+  const tm = new Tmux(`${f.dir}/tmux.sock`);
   try {
     await inTmux(f, tm, ["ctx", "agent", "chat", "t"]);
     await tm.wait((s) => tm.lines(s).at(-1) === "t>", "the prompt");

@@ -1,6 +1,6 @@
 /** The host writes an instance's `status` and `pid` from its reports (src/runtime/supervisor.ts), with a stand-in instance on the real supervisor: real sockets, real processes, real files. */
 import { assertEquals } from "../assert.ts";
-import { makeTree } from "./helpers.ts";
+import { makeTree } from "../fixture/mod.ts";
 import { startSupervisor } from "../../src/runtime/supervisor.ts";
 
 const root = Deno.uid() === 0;
@@ -11,7 +11,7 @@ Deno.test({
   ignore: !root,
   async fn() {
     const f = await makeTree();
-    const mark = `${f.tmp}/mark`;
+    const mark = `${f.dir}/mark`;
     // A stand-in for `cortexfsd instance` (argv: NAME --root R ...): reports, and after each
     // acknowledgement records what the projections say; then says ready and sleeps in place.
     const script = `read line; [ "$line" = go ] || exit 0
@@ -45,7 +45,7 @@ exec sleep 600`;
       );
     } finally {
       await sup.close();
-      await Deno.remove(f.tmp, { recursive: true });
+      await Deno.remove(f.dir, { recursive: true });
     }
   },
 });

@@ -1,93 +1,63 @@
 /** Process roles with real parts: cortexfsd as host, one instance process per agent, receipts, ctx agent start/stop/status/ps, real bwrap steps. */
 import { assert, assertEquals } from "../assert.ts";
-import { cleanup, type Daemon, makeTree, sh, startDaemon, until } from "../fuse/fixture.ts";
-import { ctx as ctxRun, nobodyDenoDir } from "../ctx/run.ts";
+import {
+  AGENT_SH,
+  cleanup,
+  type CtxOn,
+  ctxOn,
+  type Daemon,
+  gone,
+  makeTree,
+  nobodyDenoDir,
+  type Peer,
+  receiptAt,
+  sh,
+  startDaemon,
+  startPeer,
+  type Tree,
+  until,
+} from "../fixture/mod.ts";
 import { createAgent } from "../../src/store/agent_new.ts";
 import { readRecords } from "../../src/store/jsonl.ts";
 import { startTime } from "../../src/sandbox/receipt.ts";
+import type { InstanceReceipt } from "../../src/runtime/receipt.ts";
 
 const root = Deno.uid() === 0;
-const AGENT = new URL("./agent.sh", import.meta.url).pathname;
-const PEER = new URL("./peer.ts", import.meta.url).pathname;
 
-type Tree = Awaited<ReturnType<typeof makeTree>>;
-type Receipt = {
-  unit: string;
-  invocation: string;
-  agent: string;
-  pid: number;
-  pgid: number;
-  start_time: string;
-  boot_id: string;
-  uid: number;
-};
+type Receipt = InstanceReceipt;
 
 const read = (p: string) => Deno.readTextFileSync(p);
 const control = (tree: Tree, agent: string, f: string) =>
   read(`${tree.root}/agent/${agent}.d/${f}`);
 const receiptPath = (tree: Tree, agent: string) => `${tree.run}/instance/${agent}.json`;
-function receipt(tree: Tree, agent: string): Receipt | null {
-  try {
-    return JSON.parse(read(receiptPath(tree, agent)));
-  } catch {
-    return null;
-  }
-}
+const receipt = (tree: Tree, agent: string) => receiptAt(receiptPath(tree, agent));
 
-function ctxOf(tree: Tree) {
-  return (args: string[], o: { as?: number; denoDir?: string } = {}) =>
-    ctxRun(args, {
-      as: o.as,
-      env: o.denoDir
-        ? { CTX_ROOT: tree.mount, DENO_DIR: o.denoDir, HOME: o.denoDir }
-        : { CTX_ROOT: tree.mount },
-    });
-}
+/** `ctx ARGS` on the tree's mount. */
+const ctxOf = (tree: Tree) => (args: string[], o: CtxOn = {}) => ctxOn(tree, args, o);
 
 /** A tree with agent `t` (the test executable agent, root's) and its log dir. */
 async function treeWithT(): Promise<Tree> {
   const tree = await makeTree();
-  const logs = `${tree.dir}/logs`;
-  Deno.mkdirSync(logs);
-  createAgent(tree.root, "t", { uid: 0, gid: 0, exec: AGENT });
-  Deno.writeTextFileSync(`${tree.root}/agent/t.d/env`, `LOG_DIR=${logs}\n`);
+  createAgent(tree.root, "t", { uid: 0, gid: 0, exec: AGENT_SH });
+  Deno.writeTextFileSync(`${tree.root}/agent/t.d/env`, `LOG_DIR=${tree.logs}\n`);
   return tree;
 }
 
 async function daemon(tree: Tree, idle = 300): Promise<Daemon> {
-  const d = await startDaemon(tree, { args: ["--idle-timeout", String(idle)] });
-  await until(() => d.log().includes("agent sockets under"), "the agent sockets");
-  return d;
+  return await startDaemon(tree, { args: ["--idle-timeout", String(idle)] });
 }
 
-/** A client sending `input` to `t` in session default, streaming frames; resolves once `until` shows. */
-async function sleeper(tree: Tree, id: string) {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "-A",
-      "--no-config",
-      PEER,
-      `${tree.run}/agent/t.sock`,
-      JSON.stringify({ op: "send", id, session: "default", input: "sleep" }),
-    ],
-    stdout: "piped",
-    stderr: "null",
-  }).spawn();
-  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
-  let seen = "";
-  while (!seen.includes("sleeping")) {
-    const { value, done } = await reader.read();
-    if (done) break;
-    seen += value;
-  }
+/** A client sending "sleep" to `t` in session default; resolves once the agent says it sleeps. */
+async function sleeper(tree: Tree, id: string): Promise<Peer> {
+  const p = startPeer(`${tree.run}/agent/t.sock`, {
+    op: "send",
+    id,
+    session: "default",
+    input: "sleep",
+  });
+  const seen = await p.waitFor("sleeping");
   assert(seen.includes("sleeping"), seen);
-  return {
-    async end() {
-      await reader.cancel().catch(() => {});
-      await child.status;
-    },
-  };
+  return p;
 }
 
 /** The frames of the run a client id started in `t`'s default session. */
@@ -97,14 +67,6 @@ function runFrames(tree: Tree, clientId: string): Record<string, unknown>[] {
   ) as Record<string, unknown>[];
   const run = events.find((e) => e.type === "start" && e.client_id === clientId)?.run;
   return events.filter((e) => e.run === run);
-}
-
-function gone(pid: number): boolean {
-  try {
-    return read(`/proc/${pid}/stat`).split(") ")[1][0] === "Z";
-  } catch {
-    return true;
-  }
 }
 
 Deno.test({
@@ -148,7 +110,7 @@ Deno.test({
       const log = control(tree, "t", "log");
       assert(log.includes(`instance t pid ${first.pid} exited (signal SIGKILL): failed`), log);
     } finally {
-      await cleanup(d, tree);
+      await cleanup(tree, d);
     }
   },
 });
@@ -202,7 +164,7 @@ Deno.test({
       assertEquals([next.code, next.stdout.includes("back")], [0, true]);
       assert((receipt(tree, "t") as Receipt).invocation !== r1.invocation);
     } finally {
-      await cleanup(d, tree);
+      await cleanup(tree, d);
     }
   },
 });
@@ -301,7 +263,7 @@ Deno.test({
       ]);
       assertEquals((await ctx(["agent", "ps"])).stdout, "AGENT\tSTATE\tPID\tUNIT\tINVOCATION\n");
     } finally {
-      await cleanup(d, tree);
+      await cleanup(tree, d);
       Deno.removeSync(denoDir, { recursive: true });
     }
   },
@@ -343,7 +305,7 @@ Deno.test({
       await until(() => receipt(tree, "coder") === null, "the instance to idle out");
       assertEquals(control(tree, "coder", "status"), "idle\n");
     } finally {
-      await cleanup(d, tree);
+      await cleanup(tree, d);
     }
   },
 });
@@ -379,7 +341,7 @@ Deno.test({
       const sent = await ctxOf(tree)(["agent", "send", "coder", "fine"]);
       assertEquals([sent.code, sent.stdout], [0, "fine\n"]);
     } finally {
-      await cleanup(d, tree);
+      await cleanup(tree, d);
       victim.kill("SIGKILL");
       await victim.status;
     }
@@ -408,7 +370,7 @@ Deno.test({
       const next = await ctx(["agent", "send", "t", "echo", "fixed"]);
       assertEquals([next.code, next.stdout.includes("fixed")], [0, true], next.stderr);
     } finally {
-      await cleanup(d, tree);
+      await cleanup(tree, d);
     }
   },
 });

@@ -6,14 +6,14 @@ import {
   addTestAgent,
   cleanup,
   ctx,
-  type Fixture,
   history,
   makeTree,
   Raw,
-  startDaemon,
-} from "./helpers.ts";
+  startRuntimeDaemon,
+  type Tree,
+} from "../fixture/mod.ts";
 
-async function request(f: Fixture, agent: string, frame: Record<string, unknown>) {
+async function request(f: Tree, agent: string, frame: Record<string, unknown>) {
   const c = await Raw.connect(`${f.root}/agent/${agent}.sock`);
   try {
     c.write(frame);
@@ -38,7 +38,7 @@ Deno.test("a send creates the session files, modes, index and records user messa
       `cp /ctx/home/0/agent/t/session/work/messages.jsonl "$LOG_DIR/seen.jsonl"\nIFS= read -r line`,
     ),
   );
-  const d = await startDaemon(f);
+  const d = await startRuntimeDaemon(f);
   try {
     const frames = await request(f, "t", {
       op: "send",
@@ -90,7 +90,7 @@ Deno.test("a send creates the session files, modes, index and records user messa
 
 Deno.test("scopes: shared lives under shared/, temp under the run dir and is never indexed", async () => {
   const f = await makeTree();
-  const d = await startDaemon(f);
+  const d = await startRuntimeDaemon(f);
   try {
     await request(f, "coder", {
       op: "send",
@@ -144,7 +144,7 @@ Deno.test("scopes: shared lives under shared/, temp under the run dir and is nev
 
 Deno.test("resume replays the stored conversation and the session status", async () => {
   const f = await makeTree();
-  const d = await startDaemon(f);
+  const d = await startRuntimeDaemon(f);
   try {
     await request(f, "coder", { op: "send", id: "a", input: "first words" });
     const c = await Raw.connect(`${f.root}/agent/coder.sock`);
@@ -170,7 +170,7 @@ function replayed(frames: Record<string, unknown>[]) {
 Deno.test("a repeated request id replays the stored frames, runs nothing again, also after a restart", async () => {
   const f = await makeTree();
   addTestAgent(f, "t");
-  let d = await startDaemon(f);
+  let d = await startRuntimeDaemon(f);
   try {
     const frame = { op: "send", id: "same-1", session: "default", input: "echo once" };
     const first = await request(f, "t", frame);
@@ -183,7 +183,7 @@ Deno.test("a repeated request id replays the stored frames, runs nothing again, 
     await d.stop();
     // The index is a view: delete it, restart, and the replay still holds.
     Deno.removeSync(`${f.run}/runs.sqlite`);
-    d = await startDaemon(f);
+    d = await startRuntimeDaemon(f);
     assertEquals(await request(f, "t", frame), replayed(first));
     assertEquals([...Deno.readDirSync(f.logs)].length, runsBefore);
     assertEquals(history(f, "t").events.length, eventsBefore);

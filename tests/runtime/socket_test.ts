@@ -3,14 +3,21 @@ import { assert, assertEquals } from "../assert.ts";
 import { startRuntime } from "../../src/runtime/mod.ts";
 import { createAgent } from "../../src/store/agent_new.ts";
 import { replaceFile } from "../../src/store/atomic.ts";
-import { addTestAgent, cleanup, ctx, DENO, makeTree, Raw, startDaemon } from "./helpers.ts";
-
-const HERE = new URL(".", import.meta.url).pathname;
+import {
+  addTestAgent,
+  cleanup,
+  ctx,
+  DENO,
+  makeTree,
+  PEER,
+  Raw,
+  startRuntimeDaemon,
+} from "../fixture/mod.ts";
 
 Deno.test("every agent gets <run>/agent/<name>.sock, aliased at agent/<name>.sock", async () => {
   const f = await makeTree();
   addTestAgent(f, "t1");
-  const d = await startDaemon(f);
+  const d = await startRuntimeDaemon(f);
   try {
     assertEquals(d.ready.agents, ["coder", "t1"]);
     for (const a of ["coder", "t1"]) {
@@ -36,7 +43,7 @@ Deno.test("every agent gets <run>/agent/<name>.sock, aliased at agent/<name>.soc
 
 Deno.test("unknown ops, bad JSON, schema errors and oversized frames get error frames; the connection keeps serving", async () => {
   const f = await makeTree();
-  const d = await startDaemon(f);
+  const d = await startRuntimeDaemon(f);
   try {
     const c = await Raw.connect(`${f.root}/agent/coder.sock`);
     c.write({ op: "launch", id: "x" });
@@ -72,12 +79,12 @@ Deno.test("unknown ops, bad JSON, schema errors and oversized frames get error f
 Deno.test("SO_PEERCRED: the owner uid and uid 0 are served, any other uid gets EACCES", async () => {
   const f = await makeTree();
   // The nobody user needs to reach the socket and to run deno with a cache of its own.
-  Deno.chmodSync(f.tmp, 0o755);
-  const denoDir = `${f.tmp}/deno-nobody`;
+  Deno.chmodSync(f.dir, 0o755);
+  const denoDir = `${f.dir}/deno-nobody`;
   Deno.mkdirSync(denoDir);
   Deno.chownSync(denoDir, 65534, 65534);
   createAgent(f.root, "mine", { uid: 65534, gid: 65534 });
-  const d = await startDaemon(f);
+  const d = await startRuntimeDaemon(f);
   const asNobody = async (agent: string) => {
     const out = await new Deno.Command("setpriv", {
       args: [
@@ -88,7 +95,7 @@ Deno.test("SO_PEERCRED: the owner uid and uid 0 are served, any other uid gets E
         "run",
         "-A",
         "--no-config",
-        `${HERE}peer.ts`,
+        PEER,
         `${f.root}/agent/${agent}.sock`,
         JSON.stringify({ op: "send", id: "p-1", input: "hi nobody" }),
       ],
@@ -130,14 +137,14 @@ Deno.test("listener and connection fds are close-on-exec: an agent process holds
   const f = await makeTree();
   addTestAgent(f, "fds");
   // A tiny agent that reports its open fds (bash keeps 255 for the script).
-  const prog = `${f.tmp}/fds.sh`;
+  const prog = `${f.dir}/fds.sh`;
   Deno.writeTextFileSync(
     prog,
     `#!/bin/bash\nread -r line\nfds=$(for x in /proc/$$/fd/*; do readlink "$x"; done | tr '\\n' ' ')\nprintf '{"type":"message","role":"assistant","content":"%s"}\\n' "$fds"\n`,
   );
   Deno.chmodSync(prog, 0o755);
   Deno.copyFileSync(prog, `${f.root}/agent/fds`);
-  const d = await startDaemon(f);
+  const d = await startRuntimeDaemon(f);
   try {
     const out = await ctx(f, ["agent", "send", "fds", "list"]);
     assertEquals(out.code, 0);

@@ -2,12 +2,20 @@
 import { assert, assertEquals } from "../assert.ts";
 import { readRecords } from "../../src/store/jsonl.ts";
 import { findSessions } from "../../src/store/session.ts";
-import { addTestAgent, cleanup, ctx, history, makeTree, Raw, startDaemon } from "./helpers.ts";
+import {
+  addTestAgent,
+  cleanup,
+  ctx,
+  history,
+  makeTree,
+  Raw,
+  startRuntimeDaemon,
+} from "../fixture/mod.ts";
 
 Deno.test("kill -9 of the daemon mid-run: history stays parseable, the run is closed as interrupted, the restart serves", async () => {
   const f = await makeTree();
   addTestAgent(f, "t");
-  let d = await startDaemon(f);
+  let d = await startRuntimeDaemon(f);
   let leader = 0, child = 0;
   try {
     const c = await Raw.connect(`${f.root}/agent/t.sock`);
@@ -26,7 +34,7 @@ Deno.test("kill -9 of the daemon mid-run: history stays parseable, the run is cl
     c.close();
     const mid = history(f, "t"); // parses, or throws EIO
     assertEquals(mid.events.map((x) => x.type), ["start", "delta"]);
-    d = await startDaemon(f);
+    d = await startRuntimeDaemon(f);
     assertEquals(d.ready.recovered, [run]);
     const after = history(f, "t");
     assertEquals(after.events.map((x) => [x.type, x.code ?? x.status ?? null]), [
@@ -59,7 +67,7 @@ Deno.test("kill -9 of the daemon mid-run: history stays parseable, the run is cl
 Deno.test("20 concurrent clients on one session: every run complete, nothing lost or interleaved", async () => {
   const f = await makeTree();
   addTestAgent(f, "t");
-  const d = await startDaemon(f);
+  const d = await startRuntimeDaemon(f);
   try {
     const clients = await Promise.all(
       Array.from({ length: 20 }, () => Raw.connect(`${f.root}/agent/t.sock`)),
@@ -110,7 +118,7 @@ function rng(seed: number) {
 
 Deno.test("fuzz: thousands of bad frames leave the daemon serving and every session file parseable", async () => {
   const f = await makeTree();
-  const d = await startDaemon(f);
+  const d = await startRuntimeDaemon(f);
   const rand = rng(0xc0ffee);
   const pick = <T>(xs: T[]) => xs[Math.floor(rand() * xs.length)];
   const enc = new TextEncoder();

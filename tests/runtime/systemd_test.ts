@@ -7,8 +7,7 @@
  * No real systemd tool is ever run here.
  */
 import { assert, assertEquals, assertRejects } from "../assert.ts";
-import { cleanup, type Daemon, makeTree, startDaemon, until } from "../fuse/fixture.ts";
-import { ctx as ctxRun } from "../ctx/run.ts";
+import { cleanup, ctxRun, type Daemon, makeTree, startDaemon, until } from "../fixture/mod.ts";
 import { detectManager, systemdBooted } from "../../src/runtime/systemd.ts";
 import { parseReceipt, scopeUnit } from "../../src/runtime/receipt.ts";
 import { startTime } from "../../src/sandbox/receipt.ts";
@@ -150,7 +149,7 @@ Deno.test({
       assertEquals([exit.code, exit.signal], [0, null]);
       assert(read(`${d_}/log`).includes(`instance coder pid ${pid} exited (code 0)\n`));
     } finally {
-      await cleanup(d, tree);
+      await cleanup(tree, d);
     }
   },
 });
@@ -183,7 +182,7 @@ Deno.test({
         "systemd-run",
       ]);
     } finally {
-      await cleanup(d, tree);
+      await cleanup(tree, d);
     }
   },
 });
@@ -296,7 +295,7 @@ Deno.test({
       ]);
       assertEquals([...Deno.readDirSync(`${tree.run}/instance`)].map((e) => e.name), []);
     } finally {
-      await cleanup(d, tree);
+      await cleanup(tree, d);
       if (left && alive(left)) Deno.kill(left, "SIGKILL");
       victim.kill("SIGKILL");
       await victim.status;
@@ -338,7 +337,7 @@ Deno.test({
       assertEquals([...Deno.readDirSync(`${tree.run}/instance`)].map((e) => e.name), []);
       assertEquals([read(`${d_}/status`), read(`${d_}/pid`)], ["dead\n", ""]);
     } finally {
-      await cleanup(d, tree);
+      await cleanup(tree, d);
     }
   },
 });

@@ -3,7 +3,7 @@ import net from "node:net";
 import { assert, assertEquals } from "../assert.ts";
 import type { CtxError } from "../../src/abi/errno.ts";
 import { createAgent } from "../../src/store/agent_new.ts";
-import { makeTree } from "./helpers.ts";
+import { gone, makeTree } from "../fixture/mod.ts";
 import { startTerminals } from "../../src/runtime/terminals.ts";
 import { startTime } from "../../src/sandbox/receipt.ts";
 import { openDir } from "../../src/sandbox/workspace.ts";
@@ -23,14 +23,6 @@ exec sleep 600`;
   return ["/bin/sh", "-c", script, "standin"];
 }
 
-function alive(pid: number): boolean {
-  try {
-    return Deno.readTextFileSync(`/proc/${pid}/stat`).split(") ")[1][0] !== "Z";
-  } catch {
-    return false;
-  }
-}
-
 Deno.test({
   name:
     "a terminal unit is held until its receipt is on disk; a start is idempotent; a stop whose receipt no longer matches (pid reused) signals nothing",
@@ -41,16 +33,16 @@ Deno.test({
     const terms = await startTerminals({
       root: f.root,
       run: f.run,
-      command: standIn(`${f.tmp}/mark`, receipt),
+      command: standIn(`${f.dir}/mark`, receipt),
       graceMs: 200,
     });
-    const ws = openDir(f.tmp);
+    const ws = openDir(f.dir);
     let pid = 0;
     try {
       const a = await terms.start({ agent: "coder", session: "default", uid: 0, workspace: ws });
       pid = a.terminal.pid;
       assertEquals([a.already, a.terminal.state], [false, "running"]);
-      assertEquals(Deno.readTextFileSync(`${f.tmp}/mark`), "held\n");
+      assertEquals(Deno.readTextFileSync(`${f.dir}/mark`), "held\n");
       const r = JSON.parse(Deno.readTextFileSync(receipt));
       assertEquals([r.pid, r.start_time, r.unit], [
         pid,
@@ -63,13 +55,13 @@ Deno.test({
       a.terminal.receipt.start_time = String(Number(r.start_time) - 1);
       const stopped = await terms.stop("coder");
       assertEquals(stopped.map((s) => s.result), ["stale"]);
-      assert(alive(pid), "the process the stale receipt named lives");
+      assert(!gone(pid), "the process the stale receipt named lives");
       assertEquals(terms.list("coder"), []);
     } finally {
       closeFd(ws);
-      if (pid && alive(pid)) Deno.kill(pid, "SIGKILL");
+      if (pid && !gone(pid)) Deno.kill(pid, "SIGKILL");
       await terms.close();
-      await Deno.remove(f.tmp, { recursive: true });
+      await Deno.remove(f.dir, { recursive: true });
     }
   },
 });
@@ -120,7 +112,7 @@ Deno.test({
       const terms = await startTerminals({ root: f.root, run: f.run, command: [], graceMs: 5000 });
       assertEquals(terms.reaped, { stopped: ["coder/default"], stale: ["coder/s2"] });
       assertEquals((await live.status).signal, "SIGTERM");
-      assert(alive(victim.pid), "the forged receipt's pid was never signalled");
+      assert(!gone(victim.pid), "the forged receipt's pid was never signalled");
       assertEquals([...Deno.readDirSync(dir)].map((e) => e.name), []);
       await terms.close();
     } finally {
@@ -130,7 +122,7 @@ Deno.test({
         } catch { /* gone */ }
         await c.status;
       }
-      await Deno.remove(f.tmp, { recursive: true });
+      await Deno.remove(f.dir, { recursive: true });
     }
   },
 });
@@ -161,7 +153,6 @@ Deno.test({
   ignore: !root,
   async fn() {
     const f = await makeTree();
-    Deno.chmodSync(f.tmp, 0o755); // the identity reaches its home below
     const name = `probe${crypto.getRandomValues(new Uint32Array(1))[0].toString(16)}`;
     createAgent(f.root, name, { uid: NOBODY, gid: NOBODY });
     // The identity's runtime dir, as a login would make it (created here only if missing).
@@ -178,16 +169,16 @@ Deno.test({
     const user = `${mine}/default/main.sock`;
     const session = `${f.root}/home/${NOBODY}/agent/${name}/session/default`;
     // A socket only root may connect, and a count of who did.
-    Deno.mkdirSync(`${f.tmp}/secret`, { mode: 0o700 });
-    const secret = await listener(`${f.tmp}/secret/root.sock`);
+    Deno.mkdirSync(`${f.dir}/secret`, { mode: 0o700 });
+    const secret = await listener(`${f.dir}/secret/root.sock`);
     let own: Awaited<ReturnType<typeof listener>> | null = null;
     const terms = await startTerminals({
       root: f.root,
       run: f.run,
-      command: standIn(`${f.tmp}/mark`, `${f.run}/terminal/${name}/default.json`),
+      command: standIn(`${f.dir}/mark`, `${f.run}/terminal/${name}/default.json`),
       graceMs: 200,
     });
-    const ws = openDir(f.tmp);
+    const ws = openDir(f.dir);
     const start = () => terms.start({ agent: name, session: "default", uid: 0, workspace: ws });
     try {
       // A first start makes the session; then the identity plants its alias and, at its own
@@ -202,11 +193,11 @@ Deno.test({
         Deno.chownSync(p, NOBODY, NOBODY);
       }
       Deno.chownSync(`${session}/terminal`, NOBODY, NOBODY);
-      Deno.symlinkSync(`${f.tmp}/secret/root.sock`, user);
+      Deno.symlinkSync(`${f.dir}/secret/root.sock`, user);
       Deno.symlinkSync(user, `${session}/terminal/main.sock`);
       const a = await start();
       assertEquals([a.already, a.terminal.state], [false, "running"]);
-      await mark(`${f.tmp}/secret/root.sock`);
+      await mark(`${f.dir}/secret/root.sock`);
       assertEquals(secret.taken(), 1, "root's socket took only the test's own connection");
       await terms.stop(name);
       // A live terminal socket of the identity's own still holds the session.
@@ -224,7 +215,7 @@ Deno.test({
       secret.server.close();
       own?.server.close();
       await Deno.remove(made ? runtime : mine, { recursive: true }).catch(() => {});
-      await Deno.remove(f.tmp, { recursive: true });
+      await Deno.remove(f.dir, { recursive: true });
     }
   },
 });
@@ -248,7 +239,7 @@ exec sleep 600`;
       graceMs: 5000,
       logBytes: 100,
     });
-    const ws = openDir(f.tmp);
+    const ws = openDir(f.dir);
     try {
       Deno.mkdirSync(`${f.run}/terminal/coder`, { recursive: true });
       Deno.writeTextFileSync(`${log}.1`, "older\n");
@@ -268,7 +259,7 @@ exec sleep 600`;
     } finally {
       closeFd(ws);
       await terms.close();
-      await Deno.remove(f.tmp, { recursive: true });
+      await Deno.remove(f.dir, { recursive: true });
     }
   },
 });

@@ -1,7 +1,6 @@
 /** The start timeout with real parts: cortexfsd as host, an instance that hangs before `ready` (the test hook), the ctx CLI as the waiting clients. */
 import { assert, assertEquals } from "../assert.ts";
-import { cleanup, type Daemon, makeTree, startDaemon } from "../fuse/fixture.ts";
-import { ctx as ctxRun } from "../ctx/run.ts";
+import { cleanup, ctxRun, type Daemon, makeTree, startDaemon } from "../fixture/mod.ts";
 
 const root = Deno.uid() === 0;
 const read = (p: string) => Deno.readTextFileSync(p);
@@ -72,7 +71,7 @@ Deno.test({
       assert(second.pid !== hung.pid && second.pid !== again.pid);
       assertEquals(read(`${d_}/status`), "ready\n");
     } finally {
-      await cleanup(d, tree);
+      await cleanup(tree, d);
     }
   },
 });

@@ -1,12 +1,19 @@
 /** CTX_TOOL_CACHE in the daemon's environment bounds tsh load/pin through runTsh, never through a sandbox variable. */
 import { assert, assertEquals } from "../assert.ts";
 import { TSH_ENV } from "../../src/sandbox/env.ts";
-import { addTestAgent, cleanup, type Fixture, makeTree, Raw, startDaemon } from "./helpers.ts";
+import {
+  addTestAgent,
+  cleanup,
+  makeTree,
+  Raw,
+  startRuntimeDaemon,
+  type Tree,
+} from "../fixture/mod.ts";
 
 type F = Record<string, unknown>;
 
 /** One socket `tsh` op; returns the tool result's content. */
-async function tsh(f: Fixture, args: string[]): Promise<string> {
+async function tsh(f: Tree, args: string[]): Promise<string> {
   const c = await Raw.connect(`${f.root}/agent/t.sock`);
   try {
     c.write({ op: "tsh", id: crypto.randomUUID(), args });
@@ -24,7 +31,7 @@ Deno.test("the daemon's CTX_TOOL_CACHE reaches tsh as its capacity, and no tool 
   addTestAgent(f, "t");
   try {
     // Without the variable the tree's config (cache_capacity=32) applies: nothing is evicted.
-    let d = await startDaemon(f);
+    let d = await startRuntimeDaemon(f);
     try {
       assertEquals(
         [await tsh(f, ["load", "fs.read"]), await tsh(f, ["load", "fs.list"])],
@@ -34,7 +41,7 @@ Deno.test("the daemon's CTX_TOOL_CACHE reaches tsh as its capacity, and no tool 
       await d.stop();
     }
     // With CTX_TOOL_CACHE=1 in the daemon's environment, one unpinned entry is kept.
-    d = await startDaemon(f, { env: { CTX_TOOL_CACHE: "1" } });
+    d = await startRuntimeDaemon(f, { env: { CTX_TOOL_CACHE: "1" } });
     try {
       assertEquals(
         [await tsh(f, ["load", "fs.stat"]), await tsh(f, ["loads"])],
@@ -49,7 +56,7 @@ Deno.test("the daemon's CTX_TOOL_CACHE reaches tsh as its capacity, and no tool 
       await d.stop();
     }
     // A value that is not an integer stops the daemon at start, before it serves anything.
-    const bad = await startDaemon(f, { env: { CTX_TOOL_CACHE: "many" } }).then(
+    const bad = await startRuntimeDaemon(f, { env: { CTX_TOOL_CACHE: "many" } }).then(
       (x) => x.stop().then(() => "started"),
       (e: Error) => e.message,
     );

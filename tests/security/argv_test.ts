@@ -2,7 +2,7 @@
 import { assert, assertEquals } from "../assert.ts";
 import { createAgent } from "../../src/store/agent_new.ts";
 import { replaceFile } from "../../src/store/atomic.ts";
-import { BOUND_MS, type Target, withTarget } from "./attack.ts";
+import { BOUND_MS, type Target, withTarget } from "../fixture/mod.ts";
 
 const NOBODY = 65534;
 const USER = 1000;

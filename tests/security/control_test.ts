@@ -1,6 +1,6 @@
 /** Issue 8: a client's cwd in the tree's control plane (`cd /ctx/agent`) is shown read-only: a tool never rewrites its agent's authority. */
 import { assertEquals } from "../assert.ts";
-import { probe, withTarget } from "./attack.ts";
+import { probe, withTarget } from "../fixture/mod.ts";
 
 Deno.test("a cwd in <mount>/agent or <mount> is bound read-only: the tool lists it but cannot append to its own policy", async () => {
   await withTarget(async (t) => {

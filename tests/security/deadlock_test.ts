@@ -1,10 +1,7 @@
 /** Issue 8 hole 3: client paths inside /ctx never deadlock the daemon that serves /ctx. */
 import { assertEquals } from "../assert.ts";
-import { type Daemon, DENO, makeTree, startDaemon } from "../fuse/fixture.ts";
+import { CONFIG, CTX, type Daemon, DENO, makeTree, startDaemon } from "../fixture/mod.ts";
 import { mountedType } from "../../src/fuse/mount.ts";
-
-const CTX = new URL("../../cli/ctx.ts", import.meta.url).pathname;
-const CONFIG = new URL("../../deno.json", import.meta.url).pathname;
 
 /** A hang is a failure after this long, never a stalled suite. */
 const BOUND_MS = 20_000;

@@ -1,7 +1,14 @@
 /** Hard authority, hole 7: an agent's `env` (where an executable agent's key lives) is its owner's and root's alone: 0600 in storage, through the mount, after writes, and after the migration. */
 import { assert, assertEquals } from "../assert.ts";
-import { cleanup, type Daemon, makeTree, sh, startDaemon } from "../fuse/fixture.ts";
-import { ctx, nobodyDenoDir } from "../ctx/run.ts";
+import {
+  cleanup,
+  ctxRun,
+  type Daemon,
+  makeTree,
+  nobodyDenoDir,
+  sh,
+  startDaemon,
+} from "../fixture/mod.ts";
 import { ERRNO } from "../../src/abi/errno.ts";
 import { OP } from "../../src/abi/fuse.ts";
 import type { Request } from "../../src/fuse/conn.ts";
@@ -68,7 +75,7 @@ Deno.test("through the mount, a root-owned agent's env is 0600 and root's: root 
     assertEquals([still.code, still.stdout], [1, ""]);
     assert(still.stderr.includes("Permission denied"), still.stderr);
   } finally {
-    await cleanup(d, tree);
+    await cleanup(tree, d);
   }
 });
 
@@ -79,7 +86,7 @@ Deno.test("an agent uid 1000 made through the mount: its env is 0600 and 1000's,
   try {
     d = await startDaemon(tree);
     const as1000 = { env: { CTX_ROOT: tree.mount, DENO_DIR: denoDir, HOME: tree.dir }, as: 1000 };
-    const made = await ctx(["agent", "new", "mine"], as1000);
+    const made = await ctxRun(["agent", "new", "mine"], as1000);
     assertEquals([made.code, made.stdout, made.stderr], [0, "agent/mine\n", ""]);
     const env = `${tree.mount}/agent/mine.d/env`;
     // Born 0600: the backing file root's, the mount showing the owner.
@@ -92,7 +99,7 @@ Deno.test("an agent uid 1000 made through the mount: its env is 0600 and 1000's,
       stderr: "",
     });
     assertEquals(backing(`${tree.root}/agent/mine.d/env`), "600 0 0");
-    const set = await ctx(["set", "agent/mine.d/env", KEY], as1000);
+    const set = await ctxRun(["set", "agent/mine.d/env", KEY], as1000);
     assertEquals([set.code, set.stderr], [0, ""]);
     assertEquals(backing(`${tree.root}/agent/mine.d/env`), "600 0 0");
     assertEquals((await sh(`cat ${env}`, { uid: 1000 })).stdout, KEY);
@@ -107,7 +114,7 @@ Deno.test("an agent uid 1000 made through the mount: its env is 0600 and 1000's,
     // Root reads every env.
     assertEquals((await sh(`cat ${env}`)).stdout, KEY);
   } finally {
-    await cleanup(d, tree);
+    await cleanup(tree, d);
     await Deno.remove(denoDir, { recursive: true }).catch(() => {});
   }
 });
@@ -178,7 +185,7 @@ Deno.test("the daemon's OPEN itself refuses a secret control to anyone but its o
       ["open", "open", ERRNO.EACCES, ERRNO.EACCES, "open"],
     );
   } finally {
-    await cleanup(null, tree);
+    await cleanup(tree);
   }
 });
 

@@ -1,24 +1,23 @@
 /**
  * Issue 8 hole 10: nothing an executable agent starts outlives its run, and nothing it starts can
  * wedge the run: a child leaving the group (`setsid`), a child holding stdout, an agent ignoring
- * SIGTERM, a daemon killed with SIGKILL. Runs on the runtime alone (tests/runtime/helpers.ts): the
+ * SIGTERM, a daemon killed with SIGKILL. Runs on the runtime alone (tests/fixture/runtime.ts): the
  * processes of a run are found on the host by their CTX_RUN_ID (`runPids`).
  */
 import { assert, assertEquals } from "../assert.ts";
 import { GRACE_MS } from "../../src/runtime/proc.ts";
 import {
   addTestAgent,
+  AGENT_SH,
   cleanup,
-  type Fixture,
   makeTree,
   Raw,
   runPids,
-  startDaemon,
-} from "../runtime/helpers.ts";
+  startRuntimeDaemon,
+  type Tree,
+} from "../fixture/mod.ts";
 import { createAgent } from "../../src/store/agent_new.ts";
 import { replaceFile } from "../../src/store/atomic.ts";
-
-const AGENT = new URL("../runtime/agent.sh", import.meta.url).pathname;
 
 /** Polls `pred` every 10 ms until it holds or `ms` passed; returns whether it held. */
 async function waitFor(pred: () => boolean, ms = 10_000): Promise<boolean> {
@@ -31,7 +30,7 @@ async function waitFor(pred: () => boolean, ms = 10_000): Promise<boolean> {
 }
 
 /** Connects to agent `name` and sends `input`; the connection and the run id (from `start`). */
-async function start(f: Fixture, name: string, input: string): Promise<{ c: Raw; run: string }> {
+async function start(f: Tree, name: string, input: string): Promise<{ c: Raw; run: string }> {
   const c = await Raw.connect(`${f.root}/agent/${name}.sock`);
   c.write({ op: "send", id: crypto.randomUUID(), input });
   const fs = await c.until((fs) => fs.some((x) => x.type === "start"), { boundMs: 10_000 });
@@ -41,7 +40,7 @@ async function start(f: Fixture, name: string, input: string): Promise<{ c: Raw;
 Deno.test("hole 10a: children that leave the group (setsid) or keep stdout open neither wedge the run nor outlive it", async () => {
   const f = await makeTree();
   addTestAgent(f, "t");
-  const d = await startDaemon(f);
+  const d = await startRuntimeDaemon(f);
   try {
     const { c, run } = await start(f, "t", "escape");
     try {
@@ -64,7 +63,7 @@ Deno.test("hole 10a: children that leave the group (setsid) or keep stdout open 
 Deno.test("hole 10b: cancel of an agent ignoring SIGTERM with a setsid grandchild ends the run as cancelled within a bound and leaves no process", async () => {
   const f = await makeTree();
   addTestAgent(f, "t");
-  const d = await startDaemon(f);
+  const d = await startRuntimeDaemon(f);
   try {
     const { c, run } = await start(f, "t", "stubborn");
     try {
@@ -99,12 +98,12 @@ Deno.test("hole 10b: cancel of an agent ignoring SIGTERM with a setsid grandchil
 
 Deno.test("hole 10c: kill -9 of the daemon mid-run leaves no process of the run (the sandbox dies with its parent), for a root-made and a non-root agent", async () => {
   const f = await makeTree();
-  Deno.chmodSync(f.tmp, 0o755); // uid 65534 reaches the tree
+  Deno.chmodSync(f.dir, 0o755); // uid 65534 reaches the tree
   addTestAgent(f, "t");
   // A non-root agent: bwrap runs unprivileged (after setpriv) and must die with the daemon too.
-  createAgent(f.root, "n", { uid: 65534, gid: 65534, exec: AGENT });
+  createAgent(f.root, "n", { uid: 65534, gid: 65534, exec: AGENT_SH });
   replaceFile(`${f.root}/agent/n.d/env`, "LOG_DIR=/tmp\n");
-  const d = await startDaemon(f);
+  const d = await startRuntimeDaemon(f);
   try {
     const runs: string[] = [];
     const conns: Raw[] = [];

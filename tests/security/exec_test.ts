@@ -4,9 +4,7 @@
  * through the mount); the agent probes what it can reach and reports yes/no per attempt.
  */
 import { assert, assertEquals } from "../assert.ts";
-import { type Target, withTarget } from "./attack.ts";
-
-const AGENT = new URL("../runtime/agent.sh", import.meta.url).pathname;
+import { AGENT_SH, type Target, withTarget } from "../fixture/mod.ts";
 
 /** The probe's `key=value` words. */
 type Probe = Record<string, string>;
@@ -26,7 +24,7 @@ function listener(): { port: number; accepted(): number; close(): void } {
 
 /** Makes agent `name` (uid 0: made by root) through the mount, its LOG_DIR inside its own /tmp. */
 async function makeAgent(t: Target, name: string, options: { network?: boolean } = {}) {
-  const made = await t.ctx(["agent", "new", name, "--exec", AGENT]);
+  const made = await t.ctx(["agent", "new", name, "--exec", AGENT_SH]);
   assertEquals(made.code, 0, made.stderr);
   const d = `${t.tree.mount}/agent/${name}.d`;
   await Deno.writeTextFile(`${d}/env`, "LOG_DIR=/tmp\n");

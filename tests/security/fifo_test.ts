@@ -1,11 +1,18 @@
 /** Issue 8, hole 4: a FIFO or symlink a user plants in a session tree never freezes the daemon nor is followed. */
 import { assert, assertEquals } from "../assert.ts";
 import { createAgent } from "../../src/store/agent_new.ts";
-import { addTestAgent, cleanup, DENO, type Fixture, makeTree, Raw } from "../runtime/helpers.ts";
+import {
+  addTestAgent,
+  cleanup,
+  DENO,
+  makeTree,
+  Raw,
+  RUNTIME_DAEMON,
+  type Tree,
+} from "../fixture/mod.ts";
 
 /** Every wait on the daemon is bounded: a frozen daemon fails the test, it never stalls CI. */
 const BOUND = 15_000;
-const DAEMON = new URL("../runtime/daemon.ts", import.meta.url).pathname;
 /** The attacker: the uid owning the victim agent's sessions. */
 const NOBODY = 65534;
 
@@ -32,10 +39,10 @@ interface Booted {
   stop(): Promise<void>;
 }
 
-/** Starts tests/runtime/daemon.ts; a daemon that is not ready within the bound is killed (fails). */
-async function boot(f: Fixture): Promise<Booted> {
+/** Starts the runtime daemon (tests/fixture/bin/daemon.ts); a daemon that is not ready within the bound is killed (fails). */
+async function boot(f: Tree): Promise<Booted> {
   const child = new Deno.Command(DENO, {
-    args: ["run", "-A", DAEMON, "--root", f.root, "--run", f.run],
+    args: ["run", "-A", RUNTIME_DAEMON, "--root", f.root, "--run", f.run],
     clearEnv: true,
     env: { PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin", HOME: "/root", NO_COLOR: "1" },
     stdin: "null",
@@ -86,7 +93,7 @@ async function boot(f: Fixture): Promise<Booted> {
 }
 
 /** One request on a fresh connection: its frames up to `done`, `status` or a request error. */
-async function ask(f: Fixture, agent: string, frame: Record<string, unknown>): Promise<Frames> {
+async function ask(f: Tree, agent: string, frame: Record<string, unknown>): Promise<Frames> {
   const c = await Raw.connect(`${f.root}/agent/${agent}.sock`);
   try {
     c.write(frame);
@@ -123,16 +130,16 @@ async function asNobody(script: string): Promise<void> {
 }
 
 /** A tree with `mine` (model-backed, sessions owned by nobody) and the executable `t` (root's). */
-async function tree(): Promise<Fixture> {
+async function tree(): Promise<Tree> {
   const f = await makeTree();
-  Deno.chmodSync(f.tmp, 0o755); // nobody must reach its own home below
+  Deno.chmodSync(f.dir, 0o755); // nobody must reach its own home below
   createAgent(f.root, "mine", { uid: NOBODY, gid: NOBODY });
   addTestAgent(f, "t");
   return f;
 }
 
 /** Both neighbours answer a send: another agent (`t`, root's) and `mine`'s session `b` when given. */
-async function neighbours(f: Fixture, tag: string, options: { other?: boolean }) {
+async function neighbours(f: Tree, tag: string, options: { other?: boolean }) {
   const asks = [ask(f, "t", send(`t-${tag}`, "default", "echo alive"))];
   if (options.other) asks.push(ask(f, "mine", send(`b-${tag}`, "b", "still here")));
   return (await Promise.all(asks)).map(ended);
@@ -212,7 +219,7 @@ Deno.test("a FIFO planted as index/list: resume and send answer EIO naming it, a
 Deno.test("a symlink planted as events.jsonl to a root-only file is refused with EIO, never followed (read or written)", async () => {
   const f = await tree();
   // `t` runs as root: following the link would read and append to root's file with root's rights.
-  const secret = `${f.tmp}/secret.jsonl`;
+  const secret = `${f.dir}/secret.jsonl`;
   const text = '{"type":"start","run":"ctx-secret","client_id":"secret-1"}\n';
   Deno.writeTextFileSync(secret, text, { mode: 0o600 });
   const dir = `${f.root}/home/0/agent/t/session/victim`;

@@ -2,7 +2,7 @@
 import net from "node:net";
 import { assertEquals } from "../assert.ts";
 import { MAX_CONNS_PER_UID } from "../../src/runtime/server.ts";
-import { cleanup, makeTree, Raw, startDaemon } from "../runtime/helpers.ts";
+import { cleanup, makeTree, Raw, startRuntimeDaemon } from "../fixture/mod.ts";
 
 /** Socket fds the process `pid` has open right now. */
 function sockets(pid: number): number {
@@ -47,7 +47,7 @@ function watch(path: string, ms: number): Promise<Watcher> {
 
 Deno.test("connections over MAX_CONNS_PER_UID get one EBUSY frame and are closed by the server at once: no daemon fd held, none counted", async () => {
   const f = await makeTree();
-  const d = await startDaemon(f);
+  const d = await startRuntimeDaemon(f);
   const held: Raw[] = [];
   const extra: Watcher[] = [];
   try {

@@ -1,6 +1,6 @@
 /** Issue 8, hole 1: the sandbox never chooses its own view through `/workspace/.git` (gitdir lines, symlinks), and every `.git` stays read-only. */
 import { assertEquals } from "../assert.ts";
-import { probe, q, type Target, withTarget } from "./attack.ts";
+import { probe, q, type Target, withTarget } from "../fixture/mod.ts";
 
 /** A root-only directory with a secret file: what a planted path tries to bring into view. */
 async function plantSecret(t: Target): Promise<{ dir: string; token: string }> {

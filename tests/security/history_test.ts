@@ -1,6 +1,6 @@
 /** Issue 8, hole 5: a sandbox never writes durable session history, through HOME, a workspace in the tree, or a cwd inside a session. */
 import { assert, assertEquals } from "../assert.ts";
-import { probe, q, type Target, withTarget } from "./attack.ts";
+import { probe, q, type Target, withTarget } from "../fixture/mod.ts";
 
 /** The default session of `coder` for uid 0, as a tree-relative path. */
 const SESSION = "home/0/agent/coder/session/default";

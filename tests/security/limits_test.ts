@@ -1,9 +1,8 @@
 /** Issue 8 hole 9: an agent's tools run under hard resource limits, which its `rlimit` control may only lower. */
 import { assert, assertEquals, assertMatch, assertStringIncludes } from "../assert.ts";
-import { sh } from "../fuse/fixture.ts";
+import { type Ran, sh, type Target, withTarget } from "../fixture/mod.ts";
 import { createAgent } from "../../src/store/agent_new.ts";
 import { replaceFile } from "../../src/store/atomic.ts";
-import { type Ran, type Target, withTarget } from "./attack.ts";
 
 /** The agent under attack runs as this uid (not root: the kernel exempts uid 0 from RLIMIT_NPROC). */
 const USER = 1000;

@@ -1,7 +1,7 @@
 /** Issue 8 hole 2: a socket peer outside the daemon's mount namespace or root is refused EACCES. */
 import { assertEquals, assertMatch } from "../assert.ts";
 import { createAgent } from "../../src/store/agent_new.ts";
-import { cleanup, DENO, type Fixture, history, makeTree, startDaemon } from "../runtime/helpers.ts";
+import { cleanup, DENO, history, makeTree, startRuntimeDaemon, type Tree } from "../fixture/mod.ts";
 
 const CLIENT = new URL("./peer_client.ts", import.meta.url).pathname;
 
@@ -58,8 +58,8 @@ const inSandbox = (sock: string, frames: unknown[]) =>
   ], home);
 
 /** The client on the host as nobody (65534), with a deno cache of its own. */
-function asNobody(f: Fixture, sock: string, frames: unknown[]) {
-  const dir = `${f.tmp}/deno-nobody`;
+function asNobody(f: Tree, sock: string, frames: unknown[]) {
+  const dir = `${f.dir}/deno-nobody`;
   return run("setpriv", [
     "--reuid=65534",
     "--regid=65534",
@@ -70,18 +70,18 @@ function asNobody(f: Fixture, sock: string, frames: unknown[]) {
 }
 
 /** Prepares a tree nobody can reach, with agent `mine` owned by nobody. */
-async function nobodyTree(): Promise<Fixture> {
+async function nobodyTree(): Promise<Tree> {
   const f = await makeTree();
-  Deno.chmodSync(f.tmp, 0o755);
-  Deno.mkdirSync(`${f.tmp}/deno-nobody`);
-  Deno.chownSync(`${f.tmp}/deno-nobody`, 65534, 65534);
+  Deno.chmodSync(f.dir, 0o755);
+  Deno.mkdirSync(`${f.dir}/deno-nobody`);
+  Deno.chownSync(`${f.dir}/deno-nobody`, 65534, 65534);
   createAgent(f.root, "mine", { uid: 65534, gid: 65534 });
   return f;
 }
 
 const statuses = (as: Answer[]) => as.map((a) => [a.frames.at(-1)?.type, a.closed]);
 
-function sessionExists(f: Fixture, name: string): boolean {
+function sessionExists(f: Tree, name: string): boolean {
   try {
     return Deno.statSync(`${f.root}/home/0/agent/coder/session/${name}`).isDirectory;
   } catch {
@@ -103,7 +103,7 @@ function assertRefused(as: Answer[], count: number, why: RegExp): void {
 
 Deno.test("a client in a bubblewrap sandbox (own mount namespace) gets one EACCES frame and a close for send, tsh and resume; nothing is recorded; the same client on the host is served; another uid is served during and after", async () => {
   const f = await nobodyTree();
-  const d = await startDaemon(f);
+  const d = await startRuntimeDaemon(f);
   try {
     const sock = `${f.run}/agent/coder.sock`;
     const mine = `${f.run}/agent/mine.sock`;
@@ -195,9 +195,9 @@ Deno.test({
   ignore: PYTHON === undefined,
   fn: async () => {
     const f = await makeTree();
-    const d = await startDaemon(f);
+    const d = await startRuntimeDaemon(f);
     try {
-      const empty = `${f.tmp}/empty-root`;
+      const empty = `${f.dir}/empty-root`;
       Deno.mkdirSync(empty);
       const frame = (id: string) =>
         JSON.stringify({ op: "send", id, session: "chroot", input: "from a chroot" });

@@ -1,20 +1,20 @@
 /** Issue 8, hole 2 (run dir): with the run dir and storage inside the workspace (as `deno task dev` lays them out), a sandbox sees neither and cannot move them. */
 import { assertEquals } from "../assert.ts";
 import { update } from "../../src/store/generation.ts";
-import { probe, type Target, withTarget } from "./attack.ts";
+import { openTempDir, probe, type Target, withTarget } from "../fixture/mod.ts";
 
 /** `deno task dev`'s layout: `<dir>/checkout/.dev/{storage,run}`, the mount at `<dir>/mnt`. */
 async function devLayout(): Promise<Target["tree"]> {
-  const dir = await Deno.makeTempDir({ prefix: "cortexfs-dev-" });
-  await Deno.chmod(dir, 0o755);
+  const dir = await openTempDir("cortexfs-dev-");
   const checkout = `${dir}/checkout`;
   const storage = `${checkout}/.dev/storage`, run = `${checkout}/.dev/run`;
-  const mount = `${dir}/mnt`;
+  const mount = `${dir}/mnt`, logs = `${dir}/logs`;
   await Deno.mkdir(run, { recursive: true });
   await Deno.mkdir(mount);
+  await Deno.mkdir(logs);
   await Deno.writeTextFile(`${checkout}/main.ts`, "code\n");
   update(storage, { uid: 0, gid: 0 });
-  return { dir, storage, mount, run, root: Deno.realPathSync(`${storage}/current`) };
+  return { dir, storage, mount, run, logs, root: Deno.realPathSync(`${storage}/current`) };
 }
 
 /** The checkout: the workspace of a developer running `ctx` from it. */

@@ -1,7 +1,7 @@
 /** Issue 8 hole 6: what sandboxed processes create is 0644/0755, even when the daemon runs (and serves) with umask 0. */
 import { assertEquals } from "../assert.ts";
 import { createAgent } from "../../src/store/agent_new.ts";
-import { type Target, withTarget } from "./attack.ts";
+import { type Target, withTarget } from "../fixture/mod.ts";
 
 /** cortexfsd started the way a careless unit file might: umask 0 for the whole process. */
 const UMASK0 = ["bash", "-c", 'umask 0; exec "$@"', "umask0"];

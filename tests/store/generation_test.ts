@@ -1,6 +1,6 @@
 /** `ctx storage update` end to end: a real child process on a temp storage root. */
 import { assert, assertEquals, assertStringIncludes } from "../assert.ts";
-import { ctx } from "../ctx/run.ts";
+import { ctxRun } from "../fixture/mod.ts";
 import { names, snapshot } from "./snapshot.ts";
 import { treeProblems } from "../../src/store/validate.ts";
 import { readBootstrap, writeBootstrap } from "../../src/store/bootstrap.ts";
@@ -21,7 +21,7 @@ async function withStorage(fn: (storage: string) => Promise<void>): Promise<void
 }
 
 function updateCmd(storage: string, flags: string[] = [], env: Record<string, string> = {}) {
-  return ctx(["storage", "update", ...flags], { env: { CORTEXFS_STORAGE: storage, ...env } });
+  return ctxRun(["storage", "update", ...flags], { env: { CORTEXFS_STORAGE: storage, ...env } });
 }
 
 Deno.test("storage update on an empty root creates generation 1 holding a valid tree", async () => {

@@ -4,7 +4,7 @@
  * generation and the next update must succeed.
  */
 import { assert, assertEquals } from "../assert.ts";
-import { ctx, ctxArgv } from "../ctx/run.ts";
+import { ctxArgv, ctxRun } from "../fixture/mod.ts";
 import { names } from "./snapshot.ts";
 import { treeProblems } from "../../src/store/validate.ts";
 import { STAGES } from "../../src/store/generation.ts";
@@ -65,7 +65,7 @@ for (const stage of STAGES) {
   Deno.test(`storage update killed at "${stage}" keeps current whole; the next update succeeds`, async () => {
     const s = await Deno.makeTempDir({ prefix: "ctx-kill-" });
     try {
-      assertEquals((await ctx(["storage", "update"], { env: { CORTEXFS_STORAGE: s } })).code, 0);
+      assertEquals((await ctxRun(["storage", "update"], { env: { CORTEXFS_STORAGE: s } })).code, 0);
       await killAt(s, stage, EXTRA);
 
       // The killed run left its half-built generation (or, at switch, a named one and a link temp).
@@ -74,14 +74,14 @@ for (const stage of STAGES) {
       assertEquals(Deno.readLinkSync(`${s}/current`), "generations/1");
       assertEquals(treeProblems(`${s}/current`, { bootstrap: true, treeVersion: 5 }), []);
 
-      const next = await ctx(["storage", "update"], { env: { CORTEXFS_STORAGE: s, ...EXTRA } });
+      const next = await ctxRun(["storage", "update"], { env: { CORTEXFS_STORAGE: s, ...EXTRA } });
       assertEquals([next.code, next.stderr], [0, ""]);
       const target = Deno.readLinkSync(`${s}/current`);
       assert(/^generations\/[23]$/.test(target), `current -> ${target}`);
       // The extra test migration is a real bump above the registry's latest (5 -> 6).
       assertEquals(treeProblems(`${s}/current`, { bootstrap: true, treeVersion: 6 }), []);
 
-      const pruned = await ctx(["storage", "update", "--prune"], {
+      const pruned = await ctxRun(["storage", "update", "--prune"], {
         env: { CORTEXFS_STORAGE: s, ...EXTRA },
       });
       assertEquals([pruned.code, pruned.stderr], [0, ""]);
@@ -98,7 +98,7 @@ for (const stage of STAGES) {
       await killAt(s, stage, {});
       assertEquals(leftovers(s, "1"), expectedLeftovers(stage, "1"));
       assert(!names(s).includes("current"), "current must not exist after a killed first build");
-      const next = await ctx(["storage", "update", "--prune"], { env: { CORTEXFS_STORAGE: s } });
+      const next = await ctxRun(["storage", "update", "--prune"], { env: { CORTEXFS_STORAGE: s } });
       assertEquals([next.code, next.stderr], [0, ""]);
       assertEquals(treeProblems(`${s}/current`, { bootstrap: true, treeVersion: 5 }), []);
       assertEquals(names(`${s}/generations`).length, 1);

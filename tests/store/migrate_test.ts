@@ -1,6 +1,6 @@
 /** Migrations 2 `tsh-config`, 4 `secret-control-modes` and 5 `debug-script-model`: a real `ctx storage update` brings a tree_version 1 tree to the latest. */
 import { assertEquals } from "../assert.ts";
-import { ctx } from "../ctx/run.ts";
+import { ctxRun } from "../fixture/mod.ts";
 import { type Entry, names, snapshot } from "./snapshot.ts";
 import { readBootstrap } from "../../src/store/bootstrap.ts";
 import { update } from "../../src/store/generation.ts";
@@ -48,7 +48,7 @@ Deno.test("storage update brings a tree_version 1 tree to 5: tool/tsh.d/config a
   try {
     assertEquals(names(`${s}/current/tool`).includes("tsh.d"), false);
     const before = untouched(`${s}/current`);
-    const r = await ctx(["storage", "update"], { env: { CORTEXFS_STORAGE: s } });
+    const r = await ctxRun(["storage", "update"], { env: { CORTEXFS_STORAGE: s } });
     assertEquals(r, {
       code: 0,
       stdout: "created generation 2 (tree_version 1 -> 5)\napply 2 tsh-config\n" +
@@ -110,7 +110,7 @@ Deno.test("storage update brings a tree_version 1 tree to 5: tool/tsh.d/config a
     }
     assertEquals(Object.keys(before).length > 50, true); // a real tree was compared, not a link
     // Running it again has nothing to do.
-    const again = await ctx(["storage", "update"], { env: { CORTEXFS_STORAGE: s } });
+    const again = await ctxRun(["storage", "update"], { env: { CORTEXFS_STORAGE: s } });
     assertEquals(again.stdout, "up to date: tree_version 5 (current -> generations/2)\n");
   } finally {
     await Deno.remove(s, { recursive: true });
@@ -123,7 +123,7 @@ Deno.test("tsh-config keeps an operator's valid config; a malformed one fails th
     // Operators may have made the file by hand before the migration existed.
     Deno.mkdirSync(`${s}/current/tool/tsh.d`);
     Deno.writeTextFileSync(`${s}/current/tool/tsh.d/config`, "cache_capacity=5\n");
-    assertEquals((await ctx(["storage", "update"], { env: { CORTEXFS_STORAGE: s } })).code, 0);
+    assertEquals((await ctxRun(["storage", "update"], { env: { CORTEXFS_STORAGE: s } })).code, 0);
     assertEquals(Deno.readTextFileSync(`${s}/current/tool/tsh.d/config`), "cache_capacity=5\n");
     assertEquals(readBootstrap(`${s}/current`).tree_version, 5);
 
@@ -132,7 +132,7 @@ Deno.test("tsh-config keeps an operator's valid config; a malformed one fails th
       Deno.mkdirSync(`${t}/current/tool/tsh.d`);
       Deno.writeTextFileSync(`${t}/current/tool/tsh.d/config`, "cache_capacity=lots\n");
       const before = snapshot(`${t}/generations/1`);
-      const r = await ctx(["storage", "update"], { env: { CORTEXFS_STORAGE: t } });
+      const r = await ctxRun(["storage", "update"], { env: { CORTEXFS_STORAGE: t } });
       assertEquals(r, {
         code: 2,
         stdout: "",
@@ -171,7 +171,7 @@ Deno.test("tree validation checks tool/tsh.d/config: a malformed config or a str
 Deno.test("debug-script-model adds model/debug/script (controls first, entry 0555) and keeps one that exists", async () => {
   const s = await v1Storage();
   try {
-    assertEquals((await ctx(["storage", "update"], { env: { CORTEXFS_STORAGE: s } })).code, 0);
+    assertEquals((await ctxRun(["storage", "update"], { env: { CORTEXFS_STORAGE: s } })).code, 0);
     const d = Deno.realPathSync(`${s}/current/model/debug`);
     assertEquals(names(`${d}/script.d`), [
       "cap",
@@ -201,7 +201,7 @@ Deno.test("debug-script-model adds model/debug/script (controls first, entry 055
     Deno.mkdirSync(`${t}/current/model/debug/script.d`);
     Deno.writeTextFileSync(`${t}/current/model/debug/script.d/driver`, "debug\n");
     Deno.writeTextFileSync(`${t}/current/model/debug/script`, "mine\n");
-    assertEquals((await ctx(["storage", "update"], { env: { CORTEXFS_STORAGE: t } })).code, 0);
+    assertEquals((await ctxRun(["storage", "update"], { env: { CORTEXFS_STORAGE: t } })).code, 0);
     assertEquals(names(`${t}/current/model/debug/script.d`), ["driver"]);
     assertEquals(Deno.readTextFileSync(`${t}/current/model/debug/script`), "mine\n");
   } finally {

@@ -1,7 +1,7 @@
 /** Migration 3 `root-owned-definitions`: a real `ctx storage update` takes an old tree's user-owned definitions over for root. */
 import { lchownSync } from "node:fs";
 import { assert, assertEquals } from "../assert.ts";
-import { ctx } from "../ctx/run.ts";
+import { ctxRun } from "../fixture/mod.ts";
 import { type Entry, snapshot } from "./snapshot.ts";
 import { readBootstrap } from "../../src/store/bootstrap.ts";
 import { update } from "../../src/store/generation.ts";
@@ -55,7 +55,7 @@ Deno.test({
     try {
       const old = snapshot(Deno.realPathSync(`${s}/current`));
       assertEquals(rootOwned(old).length > 5, true); // the old tree really had user-owned entries
-      const r = await ctx(["storage", "update"], { env: { CORTEXFS_STORAGE: s } });
+      const r = await ctxRun(["storage", "update"], { env: { CORTEXFS_STORAGE: s } });
       assertEquals(r, {
         code: 0,
         stdout: "created generation 2 (tree_version 2 -> 5)\napply 3 root-owned-definitions\n" +
@@ -96,7 +96,7 @@ Deno.test({
       assertEquals(home(now), home(old));
       assertEquals(home(now).some(([k, , , uid]) => k === "home/1000" && uid === U), true);
       // Nothing left to do.
-      const again = await ctx(["storage", "update"], { env: { CORTEXFS_STORAGE: s } });
+      const again = await ctxRun(["storage", "update"], { env: { CORTEXFS_STORAGE: s } });
       assertEquals(again.stdout, "up to date: tree_version 5 (current -> generations/2)\n");
     } finally {
       await Deno.remove(s, { recursive: true });

@@ -1,79 +1,33 @@
 /** `ctx agent start|attach|watch|stop` with real parts: cortexfsd's supervisor starts the session's ctxterm (receipt, bwrap, interactive tsh); a person attaches in tmux; stop ends it by its receipt. */
 import { assert, assertEquals } from "../assert.ts";
-import { cleanup, type Daemon, makeTree, startDaemon, until } from "../fuse/fixture.ts";
-import { ctxArgv, nobodyDenoDir } from "../ctx/run.ts";
+import {
+  cleanup,
+  closePane,
+  ctxArgv,
+  ctxOn,
+  type Daemon,
+  gone,
+  makeTree,
+  nobodyDenoDir,
+  pane,
+  receiptAt,
+  startDaemon,
+  type Tmux,
+  type Tree,
+} from "../fixture/mod.ts";
 import { parseTerminalEvents } from "../../src/abi/terminal.ts";
 import { startTime } from "../../src/sandbox/receipt.ts";
-import { closePane, pane, type Tmux } from "./fixture.ts";
+import type { InstanceReceipt } from "../../src/runtime/receipt.ts";
 
 const root = Deno.uid() === 0;
-type Tree = Awaited<ReturnType<typeof makeTree>>;
-type Receipt = {
-  schema: string;
-  unit: string;
-  invocation: string;
-  agent: string;
-  pid: number;
-  pgid: number;
-  start_time: string;
-  boot_id: string;
-  uid: number;
-  session: string;
-  terminal: string;
-  owner: number;
-};
+/** A terminal unit's receipt: an instance receipt with its session, terminal id and owner. */
+type Receipt = Required<InstanceReceipt>;
 
 const read = (p: string) => Deno.readTextFileSync(p);
 const receiptPath = (tree: Tree, agent: string, session: string) =>
   `${tree.run}/terminal/${agent}/${session}.json`;
-function receipt(tree: Tree, agent: string, session = "default"): Receipt | null {
-  try {
-    return JSON.parse(read(receiptPath(tree, agent, session)));
-  } catch {
-    return null;
-  }
-}
-
-function gone(pid: number): boolean {
-  try {
-    return read(`/proc/${pid}/stat`).split(") ")[1][0] === "Z";
-  } catch {
-    return true;
-  }
-}
-
-/** Runs `ctx ARGS` in `cwd` (the workspace the host opens from /proc/<pid>/cwd). */
-async function ctx(
-  tree: Tree,
-  args: string[],
-  o: { cwd?: string; as?: number; denoDir?: string } = {},
-) {
-  const [cmd, ...rest] = ctxArgv({ as: o.as });
-  const env: Record<string, string> = {
-    PATH: "/usr/bin:/bin",
-    HOME: o.denoDir ?? Deno.env.get("HOME") ?? "/root",
-    NO_COLOR: "1",
-    CTX_ROOT: tree.mount,
-    ...(o.denoDir ? { DENO_DIR: o.denoDir } : {}),
-  };
-  const out = await new Deno.Command(cmd, {
-    args: [...rest, ...args],
-    env,
-    clearEnv: true,
-    cwd: o.cwd,
-    stdin: "null",
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const dec = new TextDecoder();
-  return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
-}
-
-async function daemon(tree: Tree): Promise<Daemon> {
-  const d = await startDaemon(tree);
-  await until(() => d.log().includes("agent sockets under"), "the agent sockets");
-  return d;
-}
+const receipt = (tree: Tree, agent: string, session = "default") =>
+  receiptAt(receiptPath(tree, agent, session)) as Receipt | null;
 
 Deno.test({
   name:
@@ -87,8 +41,8 @@ Deno.test({
     let d: Daemon | null = null;
     const panes: Tmux[] = [];
     try {
-      d = await daemon(tree);
-      const started = await ctx(tree, ["agent", "start", "coder"], { cwd: ws });
+      d = await startDaemon(tree);
+      const started = await ctxOn(tree, ["agent", "start", "coder"], { cwd: ws });
       assertEquals(started.code, 0, started.stderr);
       const lines = started.stdout.trim().split("\n");
       assert(lines[0].startsWith("started coder unit=cortexfs-agent-coder"), started.stdout);
@@ -146,19 +100,19 @@ Deno.test({
       );
 
       // Idempotent: the same terminal is reported, not doubled.
-      const again = await ctx(tree, ["agent", "start", "coder"], { cwd: ws });
+      const again = await ctxOn(tree, ["agent", "start", "coder"], { cwd: ws });
       assertEquals(again.code, 0, again.stderr);
       assert(again.stdout.startsWith("running coder"), again.stdout);
       assert(again.stdout.includes(`terminal id=${r.terminal} session=default pid=${r.pid}`));
       assertEquals(receipt(tree, "coder")?.invocation, r.invocation);
 
       // status and ps show it.
-      const st = await ctx(tree, ["agent", "status", "coder"]);
+      const st = await ctxOn(tree, ["agent", "status", "coder"]);
       assert(
         st.stdout.includes(`terminal id=${r.terminal} session=default pid=${r.pid}`),
         st.stdout,
       );
-      const list = await ctx(tree, ["agent", "ps"]);
+      const list = await ctxOn(tree, ["agent", "ps"]);
       assert(
         list.stdout.includes(
           `TERMINAL\tAGENT\tSESSION\tSTATE\tPID\tUNIT\n${r.terminal}\tcoder\tdefault\trunning\t${r.pid}\tcortexfs-term-coder-default\n`,
@@ -187,12 +141,12 @@ Deno.test({
       // A non-owner may neither start nor stop root's agent (nor its terminal).
       const denoDir = nobodyDenoDir(65534);
       try {
-        const s2 = await ctx(tree, ["agent", "start", "coder"], {
+        const s2 = await ctxOn(tree, ["agent", "start", "coder"], {
           as: 65534,
           denoDir,
           cwd: "/tmp",
         });
-        const s3 = await ctx(tree, ["agent", "stop", "coder"], { as: 65534, denoDir });
+        const s3 = await ctxOn(tree, ["agent", "stop", "coder"], { as: 65534, denoDir });
         assertEquals([s2.code !== 0, s2.stderr.includes("EACCES")], [true, true], s2.stderr);
         assertEquals([s3.code !== 0, s3.stderr.includes("EACCES")], [true, true], s3.stderr);
         assertEquals(receipt(tree, "coder")?.invocation, r.invocation);
@@ -201,7 +155,7 @@ Deno.test({
       }
 
       // Stop: the terminal by its receipt (ctxterm records process.exit), then the instance.
-      const stop = await ctx(tree, ["agent", "stop", "coder"]);
+      const stop = await ctxOn(tree, ["agent", "stop", "coder"]);
       assertEquals(stop.code, 0, stop.stderr);
       assert(
         stop.stdout.startsWith(
@@ -215,12 +169,12 @@ Deno.test({
       assertEquals([events.at(-1)?.type, torn], ["process.exit", false]);
       assertEquals(read(`${dir}/state`), "exited\n");
       await a.wait((s) => s.includes("[client exit"), "the attacher to hear the end");
-      const none = await ctx(tree, ["agent", "ps"]);
+      const none = await ctxOn(tree, ["agent", "ps"]);
       assert(!none.stdout.includes("TERMINAL"), none.stdout);
     } finally {
       for (const p of panes) await closePane(p);
       const r = receipt(tree, "coder");
-      await cleanup(d, tree);
+      await cleanup(tree, d);
       if (r && !gone(r.pid)) Deno.kill(r.pid, "SIGKILL");
     }
   },
@@ -239,8 +193,10 @@ Deno.test({
     let d: Daemon | null = null;
     let left: Receipt | null = null;
     try {
-      d = await daemon(tree);
-      const started = await ctx(tree, ["agent", "start", "coder", "--session", "s1"], { cwd: ws });
+      d = await startDaemon(tree);
+      const started = await ctxOn(tree, ["agent", "start", "coder", "--session", "s1"], {
+        cwd: ws,
+      });
       assertEquals(started.code, 0, started.stderr);
       left = receipt(tree, "coder", "s1") as Receipt;
       d.child.kill("SIGKILL");
@@ -259,7 +215,7 @@ Deno.test({
         start_time: String(Number(startTime(victim.pid)) - 1), // the pid, reused
       };
       Deno.writeTextFileSync(receiptPath(tree, "coder", "s2"), JSON.stringify(forged) + "\n");
-      d = await daemon(tree);
+      d = await startDaemon(tree);
       assert(d.log().includes("stopped terminals a killed host left: coder/s1"), d.log());
       assert(gone(left.pid), "the left terminal was stopped");
       assert(!gone(victim.pid), "the forged receipt's pid was never signalled");
@@ -269,11 +225,11 @@ Deno.test({
       const last = events.at(-1) as { type: string; reason?: string };
       assertEquals([last.type, last.reason], ["process.exit", "sigterm"]);
       // A new start in that session makes a new terminal.
-      const again = await ctx(tree, ["agent", "start", "coder", "--session", "s1"], { cwd: ws });
+      const again = await ctxOn(tree, ["agent", "start", "coder", "--session", "s1"], { cwd: ws });
       assertEquals(again.code, 0, again.stderr);
       assert(receipt(tree, "coder", "s1")?.terminal !== left.terminal);
     } finally {
-      await cleanup(d, tree);
+      await cleanup(tree, d);
       if (left && !gone(left.pid)) Deno.kill(left.pid, "SIGKILL");
       victim.kill("SIGKILL");
       await victim.status;

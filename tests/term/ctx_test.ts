@@ -1,12 +1,11 @@
 /** `ctx terminal ...`, `ctx agent watch|attach` and `agent.sh --watch|--attach` on a real tree: ctxterm -> bwrap -> interactive tsh. */
 import { assert, assertEquals } from "../assert.ts";
 import { createAgent } from "../../src/store/agent_new.ts";
-import { makeTree } from "../runtime/helpers.ts";
-import { closePane, CTX, pane, REPO, type Tmux, until } from "./fixture.ts";
+import { closePane, CTX_ARGV, makeTree, pane, REPO, type Tmux, until } from "../fixture/mod.ts";
 
 async function ctx(env: Record<string, string>, ...args: string[]) {
-  const o = await new Deno.Command(CTX[0], {
-    args: [...CTX.slice(1), ...args],
+  const o = await new Deno.Command(CTX_ARGV[0], {
+    args: [...CTX_ARGV.slice(1), ...args],
     env,
     stdin: "null",
     stdout: "piped",
@@ -27,18 +26,20 @@ function alive(pid: number): boolean {
 
 Deno.test("ctx terminal create starts tsh in the agent sandbox; attach, watch, agent.sh, list, status, replay", async () => {
   const f = await makeTree();
-  const ws = `${f.tmp}/project`;
+  const ws = `${f.dir}/project`;
   Deno.mkdirSync(`${ws}/.git`, { recursive: true });
   createAgent(f.root, "shell", { uid: 0, gid: 0 });
   // A `ctx` on PATH for agent.sh (it resolves ctx and execs `ctx agent ...`, nothing else).
-  const bin = `${f.tmp}/bin`;
+  const bin = `${f.dir}/bin`;
   Deno.mkdirSync(bin);
-  Deno.writeTextFileSync(`${bin}/ctx`, `#!/bin/sh\nexec ${CTX.join(" ")} "$@"\n`, { mode: 0o755 });
+  Deno.writeTextFileSync(`${bin}/ctx`, `#!/bin/sh\nexec ${CTX_ARGV.join(" ")} "$@"\n`, {
+    mode: 0o755,
+  });
   const env = {
     CTX_ROOT: f.root,
-    XDG_RUNTIME_DIR: `${f.tmp}/xdg`,
+    XDG_RUNTIME_DIR: `${f.dir}/xdg`,
     PATH: `${bin}:/usr/bin:/bin`,
-    HOME: f.tmp,
+    HOME: f.dir,
   };
   const panes: Tmux[] = [];
   let pid = 0;
@@ -48,7 +49,7 @@ Deno.test("ctx terminal create starts tsh in the agent sandbox; attach, watch, a
     const [id, dir, socket] = c.out.trim().split("\t");
     const sessionDir = `${f.root}/home/0/agent/shell/session/default`;
     assertEquals(dir, `${sessionDir}/terminal/${id}`);
-    assertEquals(socket, `${f.tmp}/xdg/cortexfs/terminal/shell/default/main.sock`);
+    assertEquals(socket, `${f.dir}/xdg/cortexfs/terminal/shell/default/main.sock`);
     assertEquals(Deno.readLinkSync(`${sessionDir}/terminal/main.sock`), socket);
     const meta = JSON.parse(Deno.readTextFileSync(`${dir}/meta.json`));
     pid = meta.pid;
@@ -60,13 +61,13 @@ Deno.test("ctx terminal create starts tsh in the agent sandbox; attach, watch, a
 
     // A person attaches with ctx (socket found through the ABI alias) and types.
     const tmuxEnv = ["env", ...Object.entries(env).map(([k, v]) => `${k}=${v}`)];
-    const a = await pane(f.tmp, "a", [...tmuxEnv, ...CTX, "agent", "attach", "shell"]);
+    const a = await pane(f.dir, "a", [...tmuxEnv, ...CTX_ARGV, "agent", "attach", "shell"]);
     panes.push(a);
     await a.wait((s) => s.includes("tsh>"), "the tsh prompt");
     await a.run("send-keys", "-t", "t", "help", "Enter");
     await a.wait((s) => s.includes("help [TOOL]"), "tsh's help");
     // agent.sh --watch maps to `ctx agent watch shell --session default`: the same screen.
-    const w = await pane(f.tmp, "w", [
+    const w = await pane(f.dir, "w", [
       ...tmuxEnv,
       "/bin/sh",
       `${REPO}/cli/agent.sh`,
@@ -91,7 +92,7 @@ Deno.test("ctx terminal create starts tsh in the agent sandbox; attach, watch, a
 
     // Without the alias the user runtime socket is the next place looked.
     Deno.removeSync(`${sessionDir}/terminal/main.sock`);
-    const w2 = await pane(f.tmp, "w2", [...tmuxEnv, ...CTX, "terminal", "watch", id]);
+    const w2 = await pane(f.dir, "w2", [...tmuxEnv, ...CTX_ARGV, "terminal", "watch", id]);
     panes.push(w2);
     await w2.wait((s) => s.includes("help [TOOL]"), "watch through the runtime path");
 
@@ -110,7 +111,7 @@ Deno.test("ctx terminal create starts tsh in the agent sandbox; attach, watch, a
     for (const p of panes) await closePane(p);
     if (pid && alive(pid)) Deno.kill(pid, "SIGTERM");
     await until(() => !pid || !alive(pid), "ctxterm to end");
-    await Deno.remove(f.tmp, { recursive: true }).catch(() => {});
+    await Deno.remove(f.dir, { recursive: true }).catch(() => {});
   }
 });
 
@@ -119,7 +120,7 @@ Deno.test("ctx agent watch without a live terminal is a socket-availability erro
   try {
     createAgent(f.root, "idle", { uid: 0, gid: 0 });
     const r = await ctx(
-      { CTX_ROOT: f.root, XDG_RUNTIME_DIR: `${f.tmp}/xdg`, PATH: "/usr/bin:/bin" },
+      { CTX_ROOT: f.root, XDG_RUNTIME_DIR: `${f.dir}/xdg`, PATH: "/usr/bin:/bin" },
       "agent",
       "watch",
       "idle",
@@ -129,9 +130,9 @@ Deno.test("ctx agent watch without a live terminal is a socket-availability erro
     assertEquals(r.code, 69);
     assertEquals(
       r.err.trim(),
-      `ctx: EHOSTDOWN: ${f.root}/home/0/agent/idle/session/s1/terminal/main.sock: no live terminal socket for agent "idle" session "s1" (tried ${f.root}/home/0/agent/idle/session/s1/terminal/main.sock, ${f.tmp}/xdg/cortexfs/terminal/idle/s1/main.sock): start one with \`ctx terminal create idle --session s1\``,
+      `ctx: EHOSTDOWN: ${f.root}/home/0/agent/idle/session/s1/terminal/main.sock: no live terminal socket for agent "idle" session "s1" (tried ${f.root}/home/0/agent/idle/session/s1/terminal/main.sock, ${f.dir}/xdg/cortexfs/terminal/idle/s1/main.sock): start one with \`ctx terminal create idle --session s1\``,
     );
   } finally {
-    await Deno.remove(f.tmp, { recursive: true }).catch(() => {});
+    await Deno.remove(f.dir, { recursive: true }).catch(() => {});
   }
 });

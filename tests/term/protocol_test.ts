@@ -2,7 +2,7 @@
 import { assert, assertEquals } from "../assert.ts";
 import { FRAME, sizePayload } from "../../src/abi/terminal.ts";
 import { admit } from "../../src/term/server.ts";
-import { events, RawClient, recordedOutput, startTerm, stopTerm, until } from "./fixture.ts";
+import { events, RawClient, recordedOutput, startTerm, stopTerm, until } from "../fixture/mod.ts";
 
 const dec = new TextDecoder();
 

@@ -2,7 +2,7 @@
 import { assert, assertEquals } from "../assert.ts";
 import {
   closePane,
-  CTXTERM,
+  CTXTERM_ARGV,
   events,
   pane,
   startTerm,
@@ -10,10 +10,10 @@ import {
   type Term,
   type Tmux,
   until,
-} from "./fixture.ts";
+} from "../fixture/mod.ts";
 
-const attach = (t: Term) => [...CTXTERM, "attach", t.socket];
-const watch = (t: Term) => [...CTXTERM, "watch", t.socket];
+const attach = (t: Term) => [...CTXTERM_ARGV, "attach", t.socket];
+const watch = (t: Term) => [...CTXTERM_ARGV, "watch", t.socket];
 
 /** The screen's lines that hold text, trailing blanks trimmed. */
 const text = (tm: Tmux, s: string) => tm.lines(s);

@@ -2,19 +2,10 @@
 import { assert, assertEquals, assertMatch, assertStringIncludes } from "../assert.ts";
 import { runTsh } from "../../src/tool/mod.ts";
 import { authorize } from "../../src/tool/authorize.ts";
-import { addTool, fixture } from "./fixture.ts";
-
-const exists = (p: string) => {
-  try {
-    Deno.lstatSync(p);
-    return true;
-  } catch {
-    return false;
-  }
-};
+import { addTool, cleanup, ENVDUMP, exists, grant, TOOL_ENV, toolTree } from "../fixture/mod.ts";
 
 Deno.test("tsh never falls back to host PATH: /usr/bin/ls is not found, even when CTX_PATH names /usr/bin", async () => {
-  const f = await fixture();
+  const f = await toolTree();
   try {
     const o = { root: f.root, agent: "coder", uid: 0, workspace: f.ws };
     // `ls` exists on the host PATH and inside the sandbox under /usr/bin.
@@ -36,12 +27,12 @@ Deno.test("tsh never falls back to host PATH: /usr/bin/ls is not found, even whe
     const tools = (await runTsh(["tools"], o)).content.trim().split("\n");
     assertEquals(tools, ["bash", "fs.list", "fs.read", "fs.replace", "fs.stat", "fs.write"]);
   } finally {
-    await f.cleanup();
+    await cleanup(f);
   }
 });
 
 Deno.test("the default cwd is /workspace, HOME is /home/agent; /workspace/.git is EROFS while /workspace is writable", async () => {
-  const f = await fixture();
+  const f = await toolTree();
   try {
     const o = { root: f.root, agent: "coder", uid: 0, workspace: f.ws };
     const r = await runTsh([
@@ -68,24 +59,10 @@ Deno.test("the default cwd is /workspace, HOME is /home/agent; /workspace/.git i
     assertEquals([w.status, w.errno], ["error", "EROFS"]);
     assertEquals(Deno.readTextFileSync(`${f.ws}/.git/HEAD`), "ref: refs/heads/main\n");
   } finally {
-    await f.cleanup();
+    await cleanup(f);
   }
 });
 
-const ALLOWED = [
-  "CTX_AGENT",
-  "CTX_AGENT_SUBJECT",
-  "CTX_HOME",
-  "CTX_PATH",
-  "CTX_ROOT",
-  "HOME",
-  "LANG",
-  "LOGNAME",
-  "PATH",
-  "SHELL",
-  "TERM",
-  "USER",
-];
 const SECRETS = {
   OPENAI_API_KEY: "sk-test-openai",
   AWS_SECRET_ACCESS_KEY: "aws-test-secret",
@@ -93,15 +70,11 @@ const SECRETS = {
 };
 
 Deno.test("secrets in the daemon's and the client's environment reach no tool process; tool env keys are the allowlist", async () => {
-  const f = await fixture();
+  const f = await toolTree();
   try {
     // A tool object that prints its own initial environment (/proc/self/environ, not a shell's view).
-    addTool(f.root, "envdump", "#!/bin/sh\ntr '\\0' '\\n' < /proc/$$/environ\n");
-    f.set(
-      "policy",
-      Deno.readTextFileSync(`${f.root}/agent/coder.d/policy`) +
-        "allow coder_t tool:envdump execute\n",
-    );
+    addTool(f.root, "envdump", ENVDUMP);
+    grant(f, "allow coder_t tool:envdump execute\n");
     // The "daemon": a separate process whose environment holds the secrets, calling runTsh.
     const script = `
       import { runTsh } from "${new URL("../../src/tool/mod.ts", import.meta.url).pathname}";
@@ -123,7 +96,7 @@ Deno.test("secrets in the daemon's and the client's environment reach no tool pr
       assertEquals(r.status, "ok", r.content);
       for (const v of Object.values(SECRETS)) assert(!r.content.includes(v), r.content);
       const keys = r.content.trim().split("\n").map((l: string) => l.split("=")[0]).sort();
-      assertEquals(keys, ALLOWED);
+      assertEquals(keys, TOOL_ENV);
     }
     // The "client": tsh itself run as a process with the secrets in its environment.
     const perms = JSON.parse(
@@ -159,7 +132,7 @@ Deno.test("secrets in the daemon's and the client's environment reach no tool pr
       "PATH",
     ]);
   } finally {
-    await f.cleanup();
+    await cleanup(f);
   }
 });
 
@@ -211,7 +184,7 @@ Deno.test("tsh cannot read any variable outside the allowlist (its Deno permissi
 });
 
 Deno.test("a system.md or an input claiming extra permissions changes no decision", async () => {
-  const f = await fixture();
+  const f = await toolTree();
   try {
     const o = { root: f.root, agent: "coder", uid: 0, workspace: f.ws };
     f.set("perm", "r--\n");
@@ -238,12 +211,12 @@ Deno.test("a system.md or an input claiming extra permissions changes no decisio
     assertEquals([r1.errno, r1.exitCode], ["EACCES", 13]);
     assert(!exists(`${f.ws}/claimed`));
   } finally {
-    await f.cleanup();
+    await cleanup(f);
   }
 });
 
 Deno.test("perm r-- denies bash and fs.write with EACCES and runs nothing; the next call sees a changed perm", async () => {
-  const f = await fixture();
+  const f = await toolTree();
   try {
     const o = { root: f.root, agent: "coder", uid: 0, workspace: f.ws };
     f.set("perm", "r--\n");
@@ -266,12 +239,12 @@ Deno.test("perm r-- denies bash and fs.write with EACCES and runs nothing; the n
     assertEquals((await runTsh(["bash", "touch /workspace/marker-bash"], o)).status, "ok");
     assert(exists(`${f.ws}/marker-bash`));
   } finally {
-    await f.cleanup();
+    await cleanup(f);
   }
 });
 
 Deno.test("removing the policy line denies fs.read; the tool's own policy is required too", async () => {
-  const f = await fixture();
+  const f = await toolTree();
   try {
     const o = { root: f.root, agent: "coder", uid: 0, workspace: f.ws };
     assertEquals((await runTsh(["fs.read", "hello.txt"], o)).status, "ok");
@@ -294,28 +267,25 @@ Deno.test("removing the policy line denies fs.read; the tool's own policy is req
     assertEquals(t.errno, "EACCES");
     assertStringIncludes(t.content, 'tool policy of "fs.read"');
   } finally {
-    await f.cleanup();
+    await cleanup(f);
   }
 });
 
 Deno.test("a tool executable that is a symlink is refused", async () => {
-  const f = await fixture();
+  const f = await toolTree();
   try {
     const o = { root: f.root, agent: "coder", uid: 0, workspace: f.ws };
     Deno.symlinkSync("bash", `${f.root}/tool/sh2`);
     Deno.mkdirSync(`${f.root}/tool/sh2.d`);
     Deno.writeTextFileSync(`${f.root}/tool/sh2.d/policy`, "allow coder_t tool:sh2 execute\n");
-    f.set(
-      "policy",
-      Deno.readTextFileSync(`${f.root}/agent/coder.d/policy`) + "allow coder_t tool:sh2 execute\n",
-    );
+    grant(f, "allow coder_t tool:sh2 execute\n");
     const r = await runTsh(["sh2", "touch /workspace/marker"], o);
     assertEquals([r.errno, r.exitCode], ["EACCES", 13]);
     assertMatch(r.content, /symlink/);
     assert(!exists(`${f.ws}/marker`));
     assertEquals((await runTsh(["load", "sh2"], o)).errno, "EACCES");
   } finally {
-    await f.cleanup();
+    await cleanup(f);
   }
 });
 
@@ -323,7 +293,7 @@ Deno.test({
   name: "Linux permissions apply: an agent running as uid 1000 cannot read a root-only file",
   ignore: Deno.uid() !== 0, // needs root to run as another uid; CI runs as root
   async fn() {
-    const f = await fixture();
+    const f = await toolTree();
     try {
       const o = { root: f.root, agent: "coder", uid: 1000, workspace: f.ws };
       f.set("uid", "1000\n");
@@ -335,32 +305,28 @@ Deno.test({
       const id = await runTsh(["bash", "id -u; id -g"], o);
       assertEquals(id.content, "1000\n1000\n");
     } finally {
-      await f.cleanup();
+      await cleanup(f);
     }
   },
 });
 
 Deno.test("network is unshared unless policy grants network:default connect", async () => {
-  const f = await fixture();
+  const f = await toolTree();
   try {
     const o = { root: f.root, agent: "coder", uid: 0, workspace: f.ws };
     const ifaces = "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | sort";
     assertEquals((await runTsh(["bash", ifaces], o)).content, "lo\n");
     const host = Deno.readTextFileSync("/proc/net/dev").split("\n").slice(2)
       .filter((l) => l.includes(":")).map((l) => l.split(":")[0].trim()).sort();
-    f.set(
-      "policy",
-      Deno.readTextFileSync(`${f.root}/agent/coder.d/policy`) +
-        "allow coder_t network:default connect\n",
-    );
+    grant(f, "allow coder_t network:default connect\n");
     assertEquals((await runTsh(["bash", ifaces], o)).content, host.join("\n") + "\n");
   } finally {
-    await f.cleanup();
+    await cleanup(f);
   }
 });
 
 Deno.test("tool output is bounded with a truncated flag", async () => {
-  const f = await fixture();
+  const f = await toolTree();
   try {
     const o = { root: f.root, agent: "coder", uid: 0, workspace: f.ws, limit: 100 };
     const r = await runTsh(["bash", "head -c 5000 /dev/zero | tr '\\0' a"], o);
@@ -372,6 +338,6 @@ Deno.test("tool output is bounded with a truncated flag", async () => {
       truncated: true,
     });
   } finally {
-    await f.cleanup();
+    await cleanup(f);
   }
 });

@@ -1,10 +1,10 @@
 /** The bash tool takes its command on stdin (never on a command line) and runs it as `bash -c` would. */
 import { assertEquals } from "../assert.ts";
 import { runTsh } from "../../src/tool/mod.ts";
-import { fixture } from "./fixture.ts";
+import { cleanup, toolTree } from "../fixture/mod.ts";
 
 Deno.test("bash in the sandbox: quotes, backslashes and newlines survive; stdin is empty; exit status is the command's", async () => {
-  const f = await fixture();
+  const f = await toolTree();
   try {
     const o = { root: f.root, agent: "coder", uid: 0, workspace: f.ws };
     const command = `printf '%s|' "a  b" 'c\\d' "$0"; echo
@@ -24,6 +24,6 @@ cat; echo "stdin done"
     const z = await runTsh(["bash", "echo a\0b"], o);
     assertEquals([z.status, z.errno], ["error", "EINVAL"]);
   } finally {
-    await f.cleanup();
+    await cleanup(f);
   }
 });

@@ -4,9 +4,8 @@ import { runTsh } from "../../src/tool/mod.ts";
 import { runTool } from "../../src/tool/exec.ts";
 import { MAX_EDIT, MAX_INPUT } from "../../src/tool/fs.ts";
 import { type Receipt, receiptLive } from "../../src/sandbox/receipt.ts";
-import { fixture } from "./fixture.ts";
+import { cleanup, toolTree, TSH } from "../fixture/mod.ts";
 
-const TSH = new URL("../../cli/tsh.ts", import.meta.url).pathname;
 const PERMS: string[] = JSON.parse(
   Deno.readTextFileSync(new URL("../../packaging/permissions.json", import.meta.url)),
 ).tsh;
@@ -86,7 +85,7 @@ async function tsh(
 }
 
 Deno.test("bash -c yes returns with truncated=true, tsh memory stays bounded, and nothing of the tool keeps running", async () => {
-  const f = await fixture();
+  const f = await toolTree();
   try {
     const pids = `${f.ws}/pids`;
     const n = tag();
@@ -121,12 +120,12 @@ Deno.test("bash -c yes returns with truncated=true, tsh memory stays bounded, an
     const base = await tsh(f.root, ["--json", "--limit", "65536", "bash", "echo y"]);
     assert(r.maxKb - base.maxKb < 32 * 1024, `yes: ${r.maxKb} KiB, echo: ${base.maxKb} KiB`);
   } finally {
-    await f.cleanup();
+    await cleanup(f);
   }
 });
 
 Deno.test("a tool that outlives --timeout is ETIMEDOUT with its partial output; its whole process group is gone", async () => {
-  const f = await fixture();
+  const f = await toolTree();
   try {
     const pids = `${f.ws}/pids`;
     const n = tag();
@@ -153,12 +152,12 @@ Deno.test("a tool that outlives --timeout is ETIMEDOUT with its partial output; 
     assertEquals([alive(sleepPid, "sleep"), alive(bashPid, "/bin/bash")], [false, false]);
     assertEquals([live(["sleep", `${n}`]), live(["sleep", `${n + 1}`])], [[], []]);
   } finally {
-    await f.cleanup();
+    await cleanup(f);
   }
 });
 
 Deno.test("a tool that exits leaving a background process returns at once; the leftover is ended", async () => {
-  const f = await fixture();
+  const f = await toolTree();
   try {
     const pids = `${f.ws}/pids`;
     const n = tag();
@@ -175,12 +174,12 @@ Deno.test("a tool that exits leaving a background process returns at once; the l
     assertEquals(alive(Number(Deno.readTextFileSync(pids).trim()), "sleep"), false);
     assertEquals(live(["sleep", `${n}`]), []);
   } finally {
-    await f.cleanup();
+    await cleanup(f);
   }
 });
 
 Deno.test("in the sandbox: a flood is truncated, a timeout is ETIMEDOUT, and the sandbox init is gone after each", async () => {
-  const f = await fixture();
+  const f = await toolTree();
   try {
     const inits: Receipt[] = [];
     const n = tag();
@@ -216,12 +215,12 @@ Deno.test("in the sandbox: a flood is truncated, a timeout is ETIMEDOUT, and the
     assertEquals(inits.map(receiptLive), [false, false]);
     assertEquals([live(["sleep", `${n}`]), live(["sleep", `${n + 1}`])], [[], []]);
   } finally {
-    await f.cleanup();
+    await cleanup(f);
   }
 });
 
 Deno.test("in-process built-ins are bounded: input size, directory listings, FIFOs, files to edit; runTsh argv", async () => {
-  const f = await fixture();
+  const f = await toolTree();
   try {
     const ctx = {
       root: f.root,
@@ -259,6 +258,6 @@ Deno.test("in-process built-ins are bounded: input size, directory listings, FIF
     const a = await runTsh(["fs.write", "x", "y".repeat(131072)], o);
     assertEquals([a.errno, a.exitCode], ["E2BIG", 2]);
   } finally {
-    await f.cleanup();
+    await cleanup(f);
   }
 });

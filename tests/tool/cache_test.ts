@@ -3,7 +3,7 @@ import { assertEquals, assertStringIncludes } from "../assert.ts";
 import { runTsh } from "../../src/tool/mod.ts";
 import { authorize } from "../../src/tool/authorize.ts";
 import { BUILTIN_TOOLS } from "../../src/abi/builtin.ts";
-import { fixture } from "./fixture.ts";
+import { cleanup, toolTree } from "../fixture/mod.ts";
 
 /** Every file under `dir`, path -> bytes as text. */
 function snapshot(dir: string): Record<string, string> {
@@ -20,7 +20,7 @@ function snapshot(dir: string): Record<string, string> {
 }
 
 Deno.test("tool/tsh.d/config bounds load/pin, CTX_TOOL_CACHE overrides it; eviction leaves every authority control as it was", async () => {
-  const f = await fixture();
+  const f = await toolTree();
   try {
     const o = { root: f.root, agent: "coder", uid: 0, workspace: f.ws };
     // The tree already has the file (migration 2 tsh-config); the operator tightens it.
@@ -87,6 +87,6 @@ Deno.test("tool/tsh.d/config bounds load/pin, CTX_TOOL_CACHE overrides it; evict
     assertStringIncludes(broken.content, '"tool/tsh.d/config": line 1: cache_capacity="lots"');
     assertEquals(await say(["loads"]), "bash *\nfs.write\n");
   } finally {
-    await f.cleanup();
+    await cleanup(f);
   }
 });

@@ -1,10 +1,10 @@
 /** Review details, run for real in the sandbox: fs.write/fs.replace name the rule that refused them; canonical CTX_PATH. */
 import { assert, assertEquals } from "../assert.ts";
 import { runTsh } from "../../src/tool/mod.ts";
-import { fixture } from "./fixture.ts";
+import { cleanup, toolTree } from "../fixture/mod.ts";
 
 Deno.test("fs.write/fs.replace refusals carry the kernel's errno and name the rule; nothing changes", async () => {
-  const f = await fixture();
+  const f = await toolTree();
   try {
     const o = { root: f.root, agent: "coder", uid: 0, workspace: f.ws };
     // A file of another (unmapped) owner in a writable dir: a rename would replace it and a
@@ -62,7 +62,7 @@ Deno.test("fs.write/fs.replace refusals carry the kernel's errno and name the ru
     const ok = await runTsh(["fs.write", '{"path":"new.txt","content":"hi"}'], o);
     assertEquals([ok.status, Deno.readTextFileSync(`${f.ws}/new.txt`)], ["ok", "hi"]);
   } finally {
-    await f.cleanup();
+    await cleanup(f);
   }
 });
 
@@ -79,7 +79,7 @@ async function tsh(args: string[], env: Record<string, string>) {
 }
 
 Deno.test("standalone tsh: $CTX_HOME/.tshrc exactly, an empty CTX_PATH= is refused loudly, entries are canonical", async () => {
-  const f = await fixture();
+  const f = await toolTree();
   try {
     const root = ["--root", f.root];
     // Inherited CTX_PATH with `.`, `..` and doubled slashes: canonical paths; `/ctx/../usr/bin` escapes.
@@ -115,6 +115,6 @@ Deno.test("standalone tsh: $CTX_HOME/.tshrc exactly, an empty CTX_PATH= is refus
     const d = await tsh([...root, "which", "fs.read"], { CTX_HOME: "/ctx/home/0" });
     assertEquals([d.code, d.stdout], [0, "/ctx/tool/fs.read\n"]);
   } finally {
-    await f.cleanup();
+    await cleanup(f);
   }
 });

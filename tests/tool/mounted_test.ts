@@ -2,33 +2,15 @@
 import { assert, assertEquals, assertStringIncludes } from "../assert.ts";
 import { authorize } from "../../src/tool/authorize.ts";
 import { runTsh } from "../../src/tool/mod.ts";
-import { fixture } from "./fixture.ts";
+import { cleanup, CTX, ENVDUMP, exists, REPO, TOOL_ENV, toolTree, TSH } from "../fixture/mod.ts";
 
-const repo = new URL("../../", import.meta.url).pathname;
-const CTX = `${repo}cli/ctx.ts`;
-const TSH = `${repo}cli/tsh.ts`;
-const PERMS: string[] = JSON.parse(Deno.readTextFileSync(`${repo}packaging/permissions.json`)).tsh;
+const PERMS: string[] = JSON.parse(Deno.readTextFileSync(`${REPO}/packaging/permissions.json`)).tsh;
 
 const SECRETS = {
   OPENAI_API_KEY: "sk-mounted-openai",
   AWS_SECRET_ACCESS_KEY: "aws-mounted-secret",
   CORTEXFS_DEPLOY_TOKEN: "made-up-mounted-token",
 };
-const ALLOWED = [
-  "CTX_AGENT",
-  "CTX_AGENT_SUBJECT",
-  "CTX_HOME",
-  "CTX_PATH",
-  "CTX_ROOT",
-  "HOME",
-  "LANG",
-  "LOGNAME",
-  "PATH",
-  "SHELL",
-  "TERM",
-  "USER",
-];
-const ENVDUMP = "#!/bin/sh\ntr '\\0' '\\n' < /proc/$$/environ\n";
 
 const dec = (b: Uint8Array) => new TextDecoder().decode(b);
 
@@ -47,34 +29,23 @@ async function sh(script: string): Promise<{ code: number; out: string; err: str
 function clean(content: string, where: string): void {
   for (const v of Object.values(SECRETS)) assert(!content.includes(v), `${where}: ${content}`);
   const keys = content.trim().split("\n").map((l) => l.split("=")[0]);
-  assertEquals(keys.filter((k) => !ALLOWED.includes(k)), [], `${where}: ${content}`);
+  assertEquals(keys.filter((k) => !TOOL_ENV.includes(k)), [], `${where}: ${content}`);
   assert(keys.includes("CTX_AGENT"), `${where}: ${content}`);
 }
-
-const exists = (p: string) => {
-  try {
-    Deno.lstatSync(p);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 Deno.test({
   name:
     "through a mounted /ctx (controls written through the mount): every must-show item of issue 4",
   ignore: Deno.uid() !== 0, // /dev/fuse is 0600 here: mounting needs root; CI runs as root
   async fn(t) {
-    const f = await fixture();
-    const mnt = `${f.storage}/mnt`, run = `${f.storage}/run`;
-    Deno.mkdirSync(mnt);
-    Deno.mkdirSync(run);
+    const f = await toolTree();
+    const mnt = f.mount, run = f.run;
     // The daemon holds the secrets in its environment, as a service with provider keys would.
     const daemon = new Deno.Command(Deno.execPath(), {
       args: [
         "run",
         "-A",
-        `${repo}cli/cortexfsd.ts`,
+        `${REPO}/cli/cortexfsd.ts`,
         "--storage",
         f.storage,
         "--mount",
@@ -84,7 +55,7 @@ Deno.test({
         "--ttl",
         "0",
       ],
-      cwd: repo,
+      cwd: REPO,
       env: SECRETS,
       stdout: "null",
       stderr: "null",
@@ -163,9 +134,9 @@ Deno.test({
             args: [
               "eval",
               "--config",
-              `${repo}deno.json`,
+              `${REPO}/deno.json`,
               `
-          import { runTsh } from "${repo}src/tool/mod.ts";
+          import { runTsh } from "${REPO}/src/tool/mod.ts";
           const o = ${JSON.stringify(o)};
           console.log(JSON.stringify([await runTsh(["envdump"], o),
             await runTsh(["bash", "tr '\\\\0' '\\\\n' < /proc/$$/environ"], o)]));`,
@@ -297,7 +268,7 @@ Deno.test({
       daemon.kill("SIGTERM");
       await daemon.status;
       await new Deno.Command("fusermount3", { args: ["-u", mnt] }).output().catch(() => {});
-      await f.cleanup();
+      await cleanup(f);
     }
   },
 });

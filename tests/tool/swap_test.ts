@@ -2,7 +2,7 @@
 import { assert, assertEquals } from "../assert.ts";
 import { runTool } from "../../src/tool/exec.ts";
 import { runTsh } from "../../src/tool/mod.ts";
-import { addTool, fixture, grant } from "./fixture.ts";
+import { addTool, cleanup, grant, toolTree } from "../fixture/mod.ts";
 
 /**
  * Starts a separate process that, as fast as it can, renames a hard link of `good` and then a
@@ -47,7 +47,7 @@ function setup(root: string, marker: string): string {
 }
 
 Deno.test("tsh execs the inode it checked: 400 runs against a symlink-swap loop never run the target", async () => {
-  const f = await fixture();
+  const f = await toolTree();
   const marker = `${f.ws}/bad-ran`;
   const dir = setup(f.root, marker);
   grant(f, "allow coder_t tool:swp execute\n");
@@ -79,12 +79,12 @@ Deno.test("tsh execs the inode it checked: 400 runs against a symlink-swap loop 
     assert((seen["GOOD"] ?? 0) > 0, JSON.stringify(seen));
     assert(Object.keys(seen).some((k) => k.startsWith("EACCES")), JSON.stringify(seen));
   } finally {
-    await f.cleanup();
+    await cleanup(f);
   }
 });
 
 Deno.test("in the sandbox under the same swap loop, only the checked file runs", async () => {
-  const f = await fixture();
+  const f = await toolTree();
   const marker = `${f.ws}/bad-ran`;
   const dir = setup(f.root, marker);
   grant(f, "allow coder_t tool:swp execute\n");
@@ -105,7 +105,7 @@ Deno.test("in the sandbox under the same swap loop, only the checked file runs",
     assertEquals(seen.filter((s) => !["GOOD", "EACCES", "ELOOP", "ENOENT"].includes(s)), []);
     assertEquals(Deno.readDirSync(f.ws).some((e) => e.name === "bad-ran"), false);
   } finally {
-    await f.cleanup();
+    await cleanup(f);
   }
 });
 
@@ -113,7 +113,7 @@ Deno.test({
   name: "exec through the held descriptor works for an agent running as uid 1000 (no capabilities)",
   ignore: Deno.uid() !== 0, // needs root to run as another uid; CI runs as root
   async fn() {
-    const f = await fixture();
+    const f = await toolTree();
     try {
       f.set("uid", "1000\n");
       f.set("gid", "1000\n");
@@ -135,7 +135,7 @@ Deno.test({
         truncated: false,
       });
     } finally {
-      await f.cleanup();
+      await cleanup(f);
     }
   },
 });

@@ -2,10 +2,10 @@
 import { assert, assertEquals } from "../assert.ts";
 import { runTsh } from "../../src/tool/mod.ts";
 import { authorize } from "../../src/tool/authorize.ts";
-import { addTool, fixture, grant } from "./fixture.ts";
+import { addTool, cleanup, grant, toolTree } from "../fixture/mod.ts";
 
 Deno.test("a user tool in home/<uid>/tool is found, authorized by the agent and tool policies, and run in the sandbox", async () => {
-  const f = await fixture();
+  const f = await toolTree();
   try {
     const o = { root: f.root, agent: "coder", uid: 0, workspace: f.ws };
     const mine = `${f.root}/home/0/tool`;
@@ -47,12 +47,12 @@ Deno.test("a user tool in home/<uid>/tool is found, authorized by the agent and 
     f.set("perm", "rw-\n");
     assertEquals((await runTsh(["greet"], o)).errno, "EACCES");
   } finally {
-    await f.cleanup();
+    await cleanup(f);
   }
 });
 
 Deno.test("the system tier shadows a user tool of the same name (CTX_PATH is searched left to right)", async () => {
-  const f = await fixture();
+  const f = await toolTree();
   try {
     const o = { root: f.root, agent: "coder", uid: 0, workspace: f.ws };
     addTool(f.root, "fs.read", "#!/bin/sh\necho impostor\n", `${f.root}/home/0/tool`);
@@ -60,6 +60,6 @@ Deno.test("the system tier shadows a user tool of the same name (CTX_PATH is sea
     assertEquals([r.status, r.content], ["ok", "hello\n"]);
     assert(!r.content.includes("impostor"));
   } finally {
-    await f.cleanup();
+    await cleanup(f);
   }
 });

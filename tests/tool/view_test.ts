@@ -1,16 +1,7 @@
 /** The agent's mount, root and cwd controls, run for real: tsh in bwrap over a real tree. */
 import { assert, assertEquals, assertStringIncludes } from "../assert.ts";
 import { runTsh } from "../../src/tool/mod.ts";
-import { fixture, grant } from "./fixture.ts";
-
-const exists = (p: string) => {
-  try {
-    Deno.lstatSync(p);
-    return true;
-  } catch {
-    return false;
-  }
-};
+import { cleanup, exists, grant, toolTree } from "../fixture/mod.ts";
 
 async function dir(files: Record<string, string> = {}): Promise<string> {
   const d = Deno.realPathSync(await Deno.makeTempDir({ prefix: "cortexfs-view-" }));
@@ -20,7 +11,7 @@ async function dir(files: Record<string, string> = {}): Promise<string> {
 }
 
 Deno.test("mount lines bind ro and rw as policy grants them; without the grant nothing runs", async () => {
-  const f = await fixture();
+  const f = await toolTree();
   const ro = await dir({ "f.txt": "from ro\n" });
   const rw = await dir();
   try {
@@ -56,14 +47,14 @@ Deno.test("mount lines bind ro and rw as policy grants them; without the grant n
     assertEquals(Deno.readTextFileSync(`${rw}/made`), "out\n");
     assert(!exists(`${ro}/x`));
   } finally {
-    await f.cleanup();
+    await cleanup(f);
     await Deno.remove(ro, { recursive: true });
     await Deno.remove(rw, { recursive: true });
   }
 });
 
 Deno.test("mount options bubblewrap cannot enforce, runtime-owned targets and rw control plane are refused before spawn", async () => {
-  const f = await fixture();
+  const f = await toolTree();
   const src = await dir();
   try {
     const o = { root: f.root, agent: "coder", uid: 0, workspace: f.ws };
@@ -87,13 +78,13 @@ Deno.test("mount options bubblewrap cannot enforce, runtime-owned targets and rw
       assert(!exists(`${f.ws}/marker`));
     }
   } finally {
-    await f.cleanup();
+    await cleanup(f);
     await Deno.remove(src, { recursive: true });
   }
 });
 
 Deno.test("a mount line targeting /workspace replaces the peer cwd; its .git stays read-only", async () => {
-  const f = await fixture();
+  const f = await toolTree();
   const other = await dir({ "mine.txt": "other workspace\n" });
   try {
     Deno.mkdirSync(`${other}/.git`);
@@ -113,13 +104,13 @@ Deno.test("a mount line targeting /workspace replaces the peer cwd; its .git sta
     const w = await runTsh(["fs.write", "new2", "x"], o);
     assertEquals([w.errno, exists(`${other}/new2`)], ["EROFS", false]);
   } finally {
-    await f.cleanup();
+    await cleanup(f);
     await Deno.remove(other, { recursive: true });
   }
 });
 
 Deno.test("cwd is the start dir: it must exist in the view (ENOENT) and lie inside it (EACCES)", async () => {
-  const f = await fixture();
+  const f = await toolTree();
   try {
     const o = { root: f.root, agent: "coder", uid: 0, workspace: f.ws };
     Deno.mkdirSync(`${f.ws}/sub`);
@@ -141,12 +132,12 @@ Deno.test("cwd is the start dir: it must exist in the view (ENOENT) and lie insi
     ]);
     assert(!exists(`${f.ws}/marker`));
   } finally {
-    await f.cleanup();
+    await cleanup(f);
   }
 });
 
 Deno.test("root is the base of the view: its files appear at /, standard binds stay on top", async () => {
-  const f = await fixture();
+  const f = await toolTree();
   const base = await dir({ "hello": "from root\n" });
   try {
     const o = { root: f.root, agent: "coder", uid: 0, workspace: f.ws };
@@ -161,7 +152,7 @@ Deno.test("root is the base of the view: its files appear at /, standard binds s
     f.set("root", "/ctx/agent\n");
     assertEquals((await runTsh(["bash", "true"], o)).errno, "EACCES");
   } finally {
-    await f.cleanup();
+    await cleanup(f);
     await Deno.remove(base, { recursive: true });
   }
 });
