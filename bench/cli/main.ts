@@ -3,15 +3,16 @@
  * status` against `deno eval ''` (goal: at most 1.3x) and `ctx agent send` (to the model-backed
  * `coder`, debug/echo) against a bare `deno run` of a hello (goal: at most 2x), each from the
  * built single file and from the checkout (the pinned deno run directly on cli/ctx.ts, not through
- * tools/deno, a bash wrapper whose own start would be measured too); `ctx --version` as well. Wall
+ * tools/deno, a bash wrapper whose own start would be measured too); `ctx --version` as well. The
+ * sends go as a user's do: to a real cortexfsd (tests/fixture startDaemon) through its mount
+ * (CTX_ROOT = the mount), host socket -> the agent's instance, started by the warm-up send. Wall
  * medians are the measure (end to end); each case's mean CPU (user+sys of the child, from
  * /proc/self/stat) is printed beside it, the steadier number on a busy machine. Also the single
  * file's size and its first run (unpack into an empty cache). Never asserts a duration.
  */
 import { buildSingle } from "../../packaging/single.ts";
 import { programs } from "../../packaging/build.ts";
-import { startRuntime } from "../../src/runtime/mod.ts";
-import { currentGeneration, update } from "../../src/store/generation.ts";
+import { cleanup, makeTree, startDaemon } from "../../tests/fixture/mod.ts";
 
 const N = Number(Deno.env.get("BENCH_N") ?? 20);
 const REPO = new URL("../..", import.meta.url).pathname.replace(/\/$/, "");
@@ -28,11 +29,11 @@ function childrenCpu(): number {
   return (Number(f[13]) + Number(f[14])) * 10; // fields 16 and 17
 }
 
-const tmp = await Deno.makeTempDir({ prefix: "cortexfs-bench-cli-" });
-const storage = `${tmp}/storage`;
-update(storage, { uid: 0, gid: 0 });
-const root = currentGeneration(storage);
-const rt = await startRuntime({ root, run: `${tmp}/run` });
+const tree = await makeTree();
+const tmp = tree.dir;
+// The instance must outlive the whole run: its first start is the warm-up, not a sample.
+const daemon = await startDaemon(tree, { args: ["--idle-timeout", "3600"] });
+const root = tree.mount;
 try {
   const t0 = performance.now();
   const built = await buildSingle({ out: `${tmp}/cortexfs`, programs: programs() });
@@ -137,6 +138,5 @@ try {
     }, built ${x(wall("built: ctx --version"), wall("deno run hello.js"))}`,
   );
 } finally {
-  await rt.close();
-  await Deno.remove(tmp, { recursive: true });
+  await cleanup(tree, daemon);
 }

@@ -2,18 +2,14 @@
 import type { Command } from "commander";
 import { CtxError, type Errno, exitCode, isErrno } from "../abi/errno.ts";
 import type { AgentContext } from "./agent.ts";
-import { AgentClient, pickSession, requestId } from "./client.ts";
+import { AgentClient, type ClientFrame, pickSession, requestId } from "./client.ts";
 import { guarded } from "./fail.ts";
 import { allows, approvalPrompt, deniedNote, styleFor, Transcript } from "./render.ts";
 import { follow, outcomeExit, sendRequest } from "./stream.ts";
+import { agentUid, checkAgent } from "./uid.ts";
 
 const collect = (v: string, all: string[]) => [...all, v];
 const exitOf = (e: string) => exitCode(isErrno(e) ? e : "EIO" as Errno);
-
-async function agentUid(root: string, name: string): Promise<number> {
-  const { loadAgent } = await import("../store/agent.ts");
-  return loadAgent(root, name, { secrets: false }).uid; // the identity, not env
-}
 
 /** Options of `ctx agent send`. */
 export interface SendArgs {
@@ -62,8 +58,17 @@ export async function send(
   input: string,
   o: SendArgs,
 ): Promise<number> {
+  // Only the uid is read up front (src/ctx/uid.ts). When nothing starts (no daemon, or it refuses
+  // the request), the whole agent is checked first: a bad control is reported as it always was,
+  // before anything the daemon said.
   const session = pickSession(root, await agentUid(root, agent), agent, o.session);
-  const client = await AgentClient.connect(root, agent);
+  let client: AgentClient;
+  try {
+    client = await AgentClient.connect(root, agent);
+  } catch (e) {
+    await checkAgent(root, agent);
+    throw e;
+  }
   const enc = new TextEncoder();
   let active: string | undefined;
   let interrupts = 0;
@@ -94,6 +99,14 @@ export async function send(
     verbose: o.verbose,
     style: styleFor({ terminal: Deno.stderr.isTerminal(), env: Deno.env.toObject() }),
   });
+  const show = (f: ClientFrame) => {
+    if (o.json) return out(JSON.stringify(f) + "\n");
+    if (f.type === "error") sink.line(`ctx: ${f.code}: agent/${agent}: ${f.message}`);
+    else shown.frame(f);
+  };
+  // Frames before `start` (a refusal) wait until the agent is checked.
+  let started = false;
+  const held: ClientFrame[] = [];
   try {
     const id = o.id ?? requestId();
     sendRequest(client, {
@@ -125,11 +138,16 @@ export async function send(
         return answer === undefined ? undefined : allows(answer);
       },
       onFrame: (f) => {
-        if (o.json) return out(JSON.stringify(f) + "\n");
-        if (f.type === "error") sink.line(`ctx: ${f.code}: agent/${agent}: ${f.message}`);
-        else shown.frame(f);
+        if (f.type === "start" && !started) {
+          started = true;
+          held.splice(0).forEach(show);
+        }
+        if (started) show(f);
+        else held.push(f); // shown once the agent is known good (below), or at `start`
       },
     });
+    if (!started) await checkAgent(root, agent);
+    held.splice(0).forEach(show);
     if (midLine) out("\n");
     return outcomeExit(result, exitOf);
   } finally {
@@ -145,7 +163,7 @@ export async function tsh(
   args: string[],
   o: { session?: string; id?: string; json?: boolean },
 ): Promise<number> {
-  const session = pickSession(root, await agentUid(root, agent), agent, o.session);
+  const session = pickSession(root, await checkAgent(root, agent), agent, o.session);
   const client = await AgentClient.connect(root, agent);
   const enc = new TextEncoder();
   try {

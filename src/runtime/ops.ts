@@ -189,10 +189,10 @@ async function begin(
     const run = new Run({ id: newRunId(), ref, index: ctx.index, origin: conn, onEnd: end });
     const ts = Date.now() / 1000;
     ctx.active.set(run.id, run);
-    // `busy` is written (by the host, for an instance) before `start` goes out.
+    // `busy` is written (by the host, for an instance) before `start` goes out; `start` is
+    // appended and fsynced meanwhile.
     const busy = ctx.presence.begin(o.agent.name);
     try {
-      await busy;
       // start first: it carries the digest the index is rebuilt from.
       await run.emit({
         type: "start",
@@ -204,7 +204,7 @@ async function begin(
         cwd: o.cwd,
         digest,
         ts,
-      });
+      }, { after: busy });
       ctx.index.begin({ run: run.id, dir: ref.dir, client_id: o.id, digest, started: ts });
       if (o.scope === "temp") conn.onClose(() => void run.cancel());
       try {

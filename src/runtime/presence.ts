@@ -2,6 +2,7 @@
 import type { ChildProcess } from "node:child_process";
 import { controlMode } from "../abi/controls.ts";
 import { replaceFile } from "../store/atomic.ts";
+import { readRegularText } from "../store/regular.ts";
 import { appendRotated, ROTATE_BYTES } from "./log.ts";
 
 /** `log` keeps its newest lines within this many bytes (the control bound is 64 KiB). */
@@ -31,6 +32,15 @@ function project(path: string, text: string): void {
     });
   } catch {
     // A summary must never fail a run or a start (the agent may have just been removed).
+  }
+}
+
+/** What a projection file holds now (undefined when absent or not a regular file: it is then written). */
+function current(path: string): string | undefined {
+  try {
+    return readRegularText(path); // never waits on a FIFO planted there
+  } catch {
+    return undefined;
   }
 }
 
@@ -71,11 +81,16 @@ export class Presence {
     this.#logBytes = options.logBytes ?? ROTATE_BYTES;
   }
 
-  /** Writes `status` and `pid` (empty for null) of an agent (the host's own projection). */
+  /**
+   * Writes `status` and `pid` (empty for null) of an agent (the host's own projection). `pid` is
+   * replaced only when it says something else: every run reports busy, then ready, with the
+   * same pid, and a replace costs a create and a rename on the tree each time.
+   */
   set(name: string, status: AgentStatus, pid: number | null): void {
     const dir = `${this.#root}/agent/${name}.d`;
     // pid first: a reader that sees the new status (what callers wait on) sees its pid too.
-    project(`${dir}/pid`, pid === null ? "" : `${pid}\n`);
+    const text = pid === null ? "" : `${pid}\n`;
+    if (current(`${dir}/pid`) !== text) project(`${dir}/pid`, text);
     project(`${dir}/status`, `${status}\n`);
   }
 

@@ -88,8 +88,12 @@ export class Run {
     return this.#finished;
   }
 
-  /** Records a frame durably, then streams it; dropped once the run is finished. */
-  async emit(frame: RunFrame): Promise<void> {
+  /**
+   * Records a frame durably, then streams it; dropped once the run is finished. With `after`,
+   * the frame (and so every later one) is streamed only once that resolves too: its write and
+   * fsync overlap the wait (`start` waits for the host to have written `busy`).
+   */
+  async emit(frame: RunFrame, options: { after?: Promise<unknown> } = {}): Promise<void> {
     if (this.finished) return;
     // Frames are at most 1 MiB either way: long output streams as several deltas, and an
     // assistant message too long for one frame is cut here and marked `truncated`; the whole
@@ -118,7 +122,8 @@ export class Run {
     const { type, ...rest } = frame;
     const stamped = { type, run: this.id, ...rest } as Frame; // run right after type: easy to grep
     if (stamped.type === "tool_call") this.index.call(this.id);
-    this.#record(stamped, true);
+    const after = options.after;
+    this.#record(stamped, true, after && (() => after));
     if (this.#queue.length > WINDOW) await this.#queue.shift();
     if (frame.type !== "delta") await this.settled();
   }

@@ -373,9 +373,11 @@ export function writeSessionFile(ref: SessionRef, name: string, text: string): v
 }
 
 /**
- * Replaces several small session files as one step: each temp file is written and fsynced, all are
- * renamed, then the directory is fsynced once (not once per file, as separate replaces would).
- * Each file is whole (old or new) at every instant. Runs as the owner.
+ * Replaces several small session files as one step: every temp file is written, then each is
+ * fsynced, all are renamed, then the directory is fsynced once (not once per file, as separate
+ * replaces would). Writing them all before the first fsync lets one journal commit carry them
+ * all: the later fsyncs find their file already on disk. Each file is whole (old or new) at every
+ * instant. Runs as the owner.
  */
 export function writeSessionFiles(ref: SessionRef, files: Record<string, string>): void {
   asOwner(ref, () => writeFiles(ref, files));
@@ -385,22 +387,20 @@ function writeFiles(ref: SessionRef, files: Record<string, string>): void {
   const mode = FILE_MODE[ref.scope];
   const enc = new TextEncoder();
   const pending: { tmp: string; path: string }[] = [];
+  const open: Deno.FsFile[] = [];
   try {
     for (const [name, text] of Object.entries(files)) {
       const path = `${ref.dir}/${name}`;
       const tmp = tempPath(path);
       pending.push({ tmp, path });
       const f = Deno.openSync(tmp, { write: true, createNew: true, mode });
-      try {
-        const bytes = enc.encode(text);
-        let off = 0;
-        while (off < bytes.length) off += f.writeSync(bytes.subarray(off));
-        f.syncSync();
-      } finally {
-        f.close();
-      }
+      open.push(f);
+      const bytes = enc.encode(text);
+      let off = 0;
+      while (off < bytes.length) off += f.writeSync(bytes.subarray(off));
       Deno.chmodSync(tmp, mode); // the umask must not narrow it
     }
+    for (const f of open) f.syncSync();
     while (pending.length) {
       const { tmp, path } = pending[0];
       Deno.renameSync(tmp, path);
@@ -413,6 +413,8 @@ function writeFiles(ref: SessionRef, files: Record<string, string>): void {
       } catch { /* never created */ }
     }
     throw toCtxError(e, ref.dir);
+  } finally {
+    for (const f of open) f.close();
   }
   syncDir(ref.dir);
 }
