@@ -149,11 +149,23 @@ export async function send(
     if (!started) await checkAgent(root, agent);
     held.splice(0).forEach(show);
     if (midLine) out("\n");
+    if (result.status === "lost" && !o.json) sink.line(lostLine(agent, result.run));
     return outcomeExit(result, exitOf);
   } finally {
     Deno.removeSignalListener("SIGINT", onSig);
     client.close();
   }
+}
+
+/**
+ * The line for a stream that ended before its run did (exit 69, EHOSTDOWN's): never a silent
+ * exit. A run that had started is in the session's history whatever happened to this connection.
+ */
+export function lostLine(agent: string, run?: string): string {
+  return `ctx: EHOSTDOWN: agent/${agent}: the connection closed before the ${
+    run ? `run ${run}` : "request"
+  } ended${run ? "; its record stays in the session (ctx agent history " + agent + ")" : ""}` +
+    `; the daemon's log (agent/${agent}.d/log) says why`;
 }
 
 /** Runs one `tsh` op; prints the tool result; returns the exit status. */
@@ -185,6 +197,7 @@ export async function tsh(
         if (r.errno) console.error(`ctx: ${r.errno}: agent/${agent}: tsh ${args.join(" ")}`);
       }
     }
+    if (out.status === "lost" && !o.json) console.error(lostLine(agent, out.run));
     const err = out.results.find((r) => r.errno)?.errno;
     return outcomeExit(err && out.status === "error" ? { ...out, errno: err } : out, exitOf);
   } finally {

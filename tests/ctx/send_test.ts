@@ -3,6 +3,7 @@ import { assertEquals } from "../assert.ts";
 import {
   cleanup,
   ctxOn,
+  ctxRun,
   type Daemon,
   makeTree,
   nobodyDenoDir,
@@ -109,6 +110,30 @@ Deno.test("ctx agent send on a tree no daemon serves reports a bad control befor
       "task dev`), then use its mount\n",
     ]);
   } finally {
+    await cleanup(tree);
+  }
+});
+
+Deno.test("ctx agent send whose connection closes before any answer says so and exits 69 (EHOSTDOWN), never silently", async () => {
+  const tree = await makeTree();
+  createAgent(tree.root, "gone", { uid: Deno.uid() ?? 0, gid: Deno.gid() ?? 0 });
+  // A server that takes the request and hangs up without a frame (an instance that died).
+  const listener = Deno.listen({ transport: "unix", path: `${tree.root}/agent/gone.sock` });
+  const served = (async () => {
+    const c = await listener.accept();
+    await c.read(new Uint8Array(4096));
+    c.close();
+  })();
+  try {
+    const r = await ctxRun(["agent", "send", "gone", "hi"], { env: { CTX_ROOT: tree.root } });
+    await served;
+    assertEquals([r.code, r.stdout], [69, ""]);
+    assertEquals(
+      r.stderr.trim(),
+      "ctx: EHOSTDOWN: agent/gone: the connection closed before the request ended; the daemon's log (agent/gone.d/log) says why",
+    );
+  } finally {
+    listener.close();
     await cleanup(tree);
   }
 });

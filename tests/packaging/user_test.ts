@@ -132,7 +132,10 @@ Deno.test({
         }
         const want = EXPECT.find(([re]) => re.test(line));
         if (!want) throw new Error(`README line without an expectation here: ${line}`);
-        const s = await t.wait((s) => prompt(s) && want[1](t.lines(s)), `the output of: ${line}`);
+        const s = await t.wait((s) => prompt(s) && want[1](t.lines(s)), `the output of: ${line}`)
+          .catch((e) => {
+            throw new Error(`${(e as Error).message}\ncortexfsd's log:\n${daemon?.log()}`);
+          });
         const bad = t.lines(s).filter((l) => /ctx: E[A-Z]+|denied|not permitted/.test(l));
         assertEquals(bad, [], s);
       }
