@@ -6,6 +6,7 @@ import { isName } from "../abi/names.ts";
 import { replaceFile } from "../store/atomic.ts";
 import { checkControl, classify, type ControlRef, writeControl } from "../store/control.ts";
 import { knownLimit } from "../store/agent.ts";
+import { readRegular } from "../store/regular.ts";
 import { formatLimit } from "../abi/window.ts";
 
 export { checkControl, writeControl };
@@ -263,9 +264,10 @@ export function projectedText(root: string, abiPath: string): string | null {
     }
     const parts = abiPath.split("/");
     if (parts.length !== 3 || parts[2].endsWith(".d") || parts[2].startsWith(".")) return null;
-    const st = Deno.lstatSync(`${root}/${abiPath}`);
-    if (!st.isFile || st.size > MAX_ENTRY_TEXT) return null;
-    const text = Deno.readTextFileSync(`${root}/${abiPath}`);
+    // One nofollow, nonblocking open checked on the fd (no lstat-then-open window).
+    const bytes = readRegular(`${root}/${abiPath}`, { max: MAX_ENTRY_TEXT + 1 });
+    if (bytes === undefined || bytes.length > MAX_ENTRY_TEXT) return null;
+    const text = new TextDecoder().decode(bytes);
     if (!/^context_length=.*$/m.test(text)) return null;
     const limit = limitText(root, `${parts[1]}/${parts[2]}`);
     if (limit === null) return null;
