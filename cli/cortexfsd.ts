@@ -24,6 +24,7 @@ interface Flags {
   fusermount?: boolean;
   ttl?: string;
   loopWait?: string;
+  mountPriority?: string;
   idleTimeout?: string;
   startTimeout?: string;
   supervisor?: string;
@@ -87,6 +88,16 @@ async function main(flags: Flags): Promise<number> {
   const mount = flags.mount ?? paths.mount;
   const run = flags.run ?? paths.run;
   const ttl = flags.ttl === undefined ? 1 : Number(flags.ttl);
+  const priority = flags.mountPriority === undefined ? 1 : Number(flags.mountPriority);
+  if (
+    flags.mountPriority?.trim() === "" || !Number.isInteger(priority) || priority < 0 ||
+    priority > 99
+  ) {
+    throw new CtxError(
+      "EINVAL",
+      `--mount-priority must be 0 (ordinary scheduling) or a SCHED_RR priority 1-99, not "${flags.mountPriority}"`,
+    );
+  }
   const idle = idleSeconds(flags.idleTimeout ?? Deno.env.get("CTX_IDLE_TIMEOUT"));
   const startIn = seconds(
     flags.startTimeout ?? Deno.env.get("CTX_START_TIMEOUT"),
@@ -184,10 +195,12 @@ async function main(flags: Flags): Promise<number> {
     ttl,
     debug: flags.debug,
     waitMs: flags.loopWait === undefined ? undefined : Number(flags.loopWait),
+    priority,
     fusermount: flags.fusermount,
     host,
   });
   console.error(`cortexfsd: serving generation ${generation} at ${mount} (${handle.mounted.via})`);
+  console.error(`cortexfsd: the mount's serving thread: ${handle.sched}`);
 
   // This thread is the host: it holds every agent's listening socket and starts one instance
   // process per agent on demand (socket activation); the instances run the agent work on the
@@ -305,6 +318,10 @@ if (import.meta.main) {
     .option(
       "--loop-wait <ms>",
       "wait for the next request on the JS thread before yielding (default 1)",
+    )
+    .option(
+      "--mount-priority <n>",
+      "SCHED_RR priority of the thread serving the mount, 0 for ordinary scheduling (default 1)",
     )
     .option(
       "--idle-timeout <seconds>",

@@ -5,6 +5,7 @@
  * nothing cached (a userspace server's share of the same load) and one on tmpfs (the kernel's).
  * Prints p50/p99/max of each phase, the ratio to idle and to each reference under load.
  * Never asserts a duration. Run: tools/deno run -A bench/fuse/load.ts [--deltas 20000] [--calls 20]
+ * [--mount-priority 1]
  */
 import { cleanup, CTX, type Daemon, DENO, makeTree, startDaemon } from "../../tests/fixture/mod.ts";
 import { createAgent } from "../../src/store/agent_new.ts";
@@ -14,6 +15,8 @@ const arg = (name: string, dflt: number) => {
   return i >= 0 ? Number(Deno.args[i + 1]) : dflt;
 };
 const DELTAS = arg("--deltas", 20000), CALLS = arg("--calls", 20);
+// The serving thread's SCHED_RR priority (cortexfsd's default 1; 0 = ordinary scheduling, as before).
+const PRIORITY = arg("--mount-priority", 1);
 
 const HERE = new URL(".", import.meta.url).pathname;
 
@@ -107,7 +110,7 @@ try {
   );
   createAgent(tree.root, "flood", { uid: 0, gid: 0, exec: flood });
   const bin = await client(tree.dir);
-  d = await startDaemon(tree);
+  d = await startDaemon(tree, { args: ["--mount-priority", String(PRIORITY)] });
   const home = `${tree.mount}/home/0/bench.txt`;
   Deno.writeTextFileSync(home, "x\n");
   // The reference in the same loop: a file on tmpfs, off the mount. Its latency under load is what
@@ -146,7 +149,7 @@ try {
   console.log(
     `stat latency, idle vs one agent streaming ${DELTAS} deltas (${
       floodMs.toFixed(0)
-    } ms) + ${CALLS} tool calls`,
+    } ms) + ${CALLS} tool calls; cortexfsd --mount-priority ${PRIORITY}`,
   );
   const u = stats(load[pt]);
   for (const p of paths) {

@@ -100,13 +100,16 @@ function viaFusermount(dir: string, fsname: string): Mounted {
   const opts = `allow_other,default_permissions,auto_unmount,fsname=${fsname},subtype=cortexfs`;
   let child: Deno.ChildProcess;
   try {
-    child = new Deno.Command("fusermount3", {
-      args: ["-o", opts, "--", dir],
-      env: { _FUSE_COMMFD: String(theirs) },
-      stdin: "null",
-      stdout: "inherit",
-      stderr: "inherit",
-    }).spawn();
+    // Its auto_unmount helper outlives the mount: never at the serving thread's real-time policy.
+    child = libc.ordinary(() =>
+      new Deno.Command("fusermount3", {
+        args: ["-o", opts, "--", dir],
+        env: { _FUSE_COMMFD: String(theirs) },
+        stdin: "null",
+        stdout: "inherit",
+        stderr: "inherit",
+      }).spawn()
+    );
   } finally {
     libc.close(theirs); // else recvmsg below would never see fusermount3 give up
   }
@@ -134,7 +137,8 @@ export async function unmountFuse(m: Mounted): Promise<"unmounted" | "lazy" | "g
     if ((await libc.umount2Async(m.mountpoint, libc.MNT.DETACH)) === 0) return "lazy";
     return "gone";
   }
-  const out = await new Deno.Command("fusermount3", { args: ["-u", "-z", "--", m.mountpoint] })
-    .output();
+  const out = await libc.ordinary(() =>
+    new Deno.Command("fusermount3", { args: ["-u", "-z", "--", m.mountpoint] }).output()
+  );
   return out.success ? "lazy" : "gone";
 }

@@ -11,6 +11,11 @@ export interface MountThreadOptions extends Omit<MountServeOptions, "log"> {
    * this thread into `agent/` would otherwise wait for itself.
    */
   hookWaitMs?: number;
+  /**
+   * SCHED_RR priority (1-99) of the serving thread, or 0 for the ordinary policy (default 1): on a
+   * busy machine a FUSE request then waits for no agent's process (spec/fuse.md "Running").
+   */
+  priority?: number;
 }
 
 /** Why serving ended. */
@@ -22,6 +27,8 @@ export interface MountThread {
   mounted: Mounted;
   /** "cleared" when a dead mount from a killed daemon was removed first. */
   prepared: "free" | "cleared";
+  /** The serving thread's scheduling: `SCHED_RR 1`, `ordinary`, or why not real-time. */
+  sched: string;
   /** Resolves when serving ended (the worker is gone by then); rejects if the worker died. */
   done: Promise<MountEnd>;
   /** Unmounts (lazily when busy), ends serving and the worker. */
@@ -39,7 +46,7 @@ export type ToWorker =
 
 /** Messages from the worker to this thread. */
 export type FromWorker =
-  | { type: "started"; mounted: Mounted; prepared: "free" | "cleared" }
+  | { type: "started"; mounted: Mounted; prepared: "free" | "cleared"; sched: string }
   | { type: "failed"; errno: Errno; message: string; path?: string }
   | { type: "hook"; id: number; hook: "onAgent" | "onAgentGone"; name: string }
   | { type: "done"; why: MountEnd }
@@ -101,6 +108,7 @@ export function startMountThread(options: MountThreadOptions): Promise<MountThre
           resolve({
             mounted: m.mounted,
             prepared: m.prepared,
+            sched: m.sched,
             done,
             stop() {
               stopping ??= (async () => {

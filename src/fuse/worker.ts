@@ -1,5 +1,5 @@
 /** The mount's Worker: serves /ctx (startMount) and does nothing else; hooks go to the parent. */
-import { CtxError, toCtxError } from "../abi/errno.ts";
+import { CtxError, errnoName, toCtxError } from "../abi/errno.ts";
 import * as libc from "../sys/libc.ts";
 import { type MountHandle, startMount } from "./serve.ts";
 import type { FromWorker, ToWorker, WorkerOptions } from "./thread.ts";
@@ -39,10 +39,26 @@ function remote(hook: "onAgent" | "onAgentGone", ms: number) {
     });
 }
 
+/**
+ * Puts this thread (and the poll threads its runtime starts later, which inherit it) at SCHED_RR
+ * `priority`: under load a request is answered as soon as it arrives, not after the agents' CPU
+ * slices. What it got, for the daemon's start line.
+ */
+function schedule(priority: number): string {
+  if (priority === 0) return "ordinary";
+  const r = libc.setSched(libc.SCHED.RR, priority);
+  if (r === 0) return `SCHED_RR ${priority}`;
+  return `ordinary: SCHED_RR ${priority} refused (${errnoName(-r)})`;
+}
+
 function start(options: WorkerOptions): void {
-  const { hookWaitMs, ...serve } = options;
+  const { hookWaitMs, priority, ...serve } = options;
   const ms = hookWaitMs ?? 5000;
+  let sched = "ordinary";
   try {
+    // Before the mount starts any thread of its own; the spawns it makes drop to the ordinary
+    // policy (libc.ordinary), so no child inherits it.
+    sched = schedule(priority ?? 1);
     // startMount sets umask 0; with an fs_struct of its own that holds for this thread only, so
     // the runtime's thread (and what it spawns) keeps the umask the process was started with.
     const r = libc.unshareFs();
@@ -57,7 +73,7 @@ function start(options: WorkerOptions): void {
     post({ type: "failed", errno: err.errno, message: err.message, path: err.path });
     return;
   }
-  post({ type: "started", mounted: handle.mounted, prepared: handle.prepared });
+  post({ type: "started", mounted: handle.mounted, prepared: handle.prepared, sched });
   handle.done.then(
     (why) => post({ type: "done", why }),
     (e) => post({ type: "crashed", error: e instanceof Error ? e.stack ?? e.message : String(e) }),

@@ -41,6 +41,10 @@ const SYMBOLS = {
     nonblocking: true,
   },
   umask: { parameters: ["u32"], result: "u32" },
+  // pid 0: the calling thread (Linux schedules threads; the policy is per thread)
+  sched_setscheduler: { parameters: ["i32", "i32", "buffer"], result: "i32" },
+  sched_getscheduler: { parameters: ["i32"], result: "i32" },
+  sched_getparam: { parameters: ["i32", "buffer"], result: "i32" },
   unshare: { parameters: ["i32"], result: "i32" },
   socketpair: { parameters: ["i32", "i32", "i32", "buffer"], result: "i32" },
   recvmsg: { parameters: ["i32", "buffer", "i32"], result: "i32" },

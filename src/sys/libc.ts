@@ -286,6 +286,32 @@ export function unshareFs(): number {
   return ret(sym.unshare(0x200)); // CLONE_FS
 }
 
+/** Scheduling policies (sched(7)) used here. */
+export const SCHED = { OTHER: 0, RR: 2 } as const;
+/**
+ * sched_setscheduler(2) for the calling thread: `SCHED.RR` at `priority` (1-99) or `SCHED.OTHER`
+ * (priority 0). Threads this one creates later inherit it. 0 or -errno.
+ */
+export function setSched(policy: number, priority = 0): number {
+  return ret(sym.sched_setscheduler(0, policy, new Int32Array([priority])));
+}
+/**
+ * Runs `f` (which forks: a spawn) with the calling thread at the ordinary policy, so a child never
+ * inherits a real-time one; the thread's policy and priority are restored after.
+ */
+export function ordinary<T>(f: () => T): T {
+  const policy = sym.sched_getscheduler(0);
+  if (policy <= SCHED.OTHER) return f();
+  const param = new Int32Array(1);
+  sym.sched_getparam(0, param);
+  sym.sched_setscheduler(0, SCHED.OTHER, new Int32Array([0]));
+  try {
+    return f();
+  } finally {
+    sym.sched_setscheduler(0, policy, param);
+  }
+}
+
 /** fcntl commands used here. */
 export const F = {
   DUPFD_CLOEXEC: 1030,

@@ -1,0 +1,122 @@
+/** The mount's serving thread runs at SCHED_RR (--mount-priority); the host's own thread, the agent instances and the fusermount3 helper never inherit it. */
+import { assert, assertEquals } from "../assert.ts";
+import { mountedType } from "../../src/fuse/mod.ts";
+import {
+  addTestAgent,
+  cleanup,
+  ctxOn,
+  type Daemon,
+  DENO,
+  makeTree,
+  receiptAt,
+  startDaemon,
+  type Tree,
+} from "../fixture/mod.ts";
+
+/** Policy (sched(7): 0 SCHED_OTHER, 2 SCHED_RR) and rt priority of every thread of `pid`. */
+function threads(pid: number): { tid: number; policy: number; rt: number }[] {
+  const out = [];
+  for (const e of Deno.readDirSync(`/proc/${pid}/task`)) {
+    const stat = Deno.readTextFileSync(`/proc/${pid}/task/${e.name}/stat`);
+    // Fields after the command name, which may hold spaces: field 3 is f[0], so 40 and 41 are f[37..38].
+    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    out.push({ tid: Number(e.name), rt: Number(f[37]), policy: Number(f[38]) });
+  }
+  return out;
+}
+
+const rr = (pid: number) => threads(pid).filter((t) => t.policy === 2);
+
+async function withDaemon(args: string[], body: (tree: Tree, d: Daemon) => Promise<void>) {
+  const tree = await makeTree();
+  addTestAgent(tree, "t"); // served from the start
+  let d: Daemon | undefined;
+  try {
+    d = await startDaemon(tree, { args });
+    await body(tree, d);
+  } finally {
+    await cleanup(tree, d);
+  }
+}
+
+/** The agent instance's pid, once `ctx agent start` says it is up. */
+async function instance(tree: Tree, name: string): Promise<number> {
+  const r = await ctxOn(tree, ["agent", "start", name]);
+  assertEquals(r.code, 0, r.stderr);
+  const receipt = receiptAt(`${tree.run}/instance/${name}.json`);
+  assert(receipt, "a started instance has its receipt");
+  return receipt.pid;
+}
+
+Deno.test("by default the mount's serving thread runs at SCHED_RR 1; the host thread and an agent instance stay ordinary", async () => {
+  await withDaemon([], async (tree, d) => {
+    const pid = d.child.pid;
+    const fast = rr(pid);
+    // The worker and the poll threads it started (they inherit it); never the host's main thread.
+    assert(fast.length >= 1, JSON.stringify(threads(pid)));
+    assert(fast.every((t) => t.rt === 1 && t.tid !== pid), JSON.stringify(fast));
+    assert(d.log().includes("serving thread: SCHED_RR 1\n"), d.log());
+    const st = await Deno.stat(`${tree.mount}/status`);
+    assert(st.isFile);
+    const agent = await instance(tree, "t");
+    assertEquals(rr(agent), [], "an instance is spawned by the host thread, never real-time");
+  });
+});
+
+Deno.test("--mount-priority 0: every thread of cortexfsd at the ordinary policy", async () => {
+  await withDaemon(["--mount-priority", "0"], async (tree, d) => {
+    assert((await Deno.stat(`${tree.mount}/status`)).isFile);
+    assertEquals(rr(d.child.pid), []);
+    assert(d.log().includes("serving thread: ordinary\n"), d.log());
+  });
+});
+
+Deno.test("--fusermount: the auto_unmount helper fusermount3 leaves behind is not real-time", async () => {
+  await withDaemon(["--fusermount"], async (tree, d) => {
+    assert((await Deno.stat(`${tree.mount}/status`)).isFile);
+    assert(rr(d.child.pid).length >= 1, d.log());
+    const helpers = [...Deno.readDirSync("/proc")].filter((e) => /^\d+$/.test(e.name)).filter(
+      (e) => {
+        try {
+          return Deno.readTextFileSync(`/proc/${e.name}/cmdline`).includes(tree.mount) &&
+            Deno.readTextFileSync(`/proc/${e.name}/comm`).startsWith("fusermount3");
+        } catch {
+          return false; // gone meanwhile
+        }
+      },
+    ).map((e) => Number(e.name));
+    assert(helpers.length >= 1, "fusermount3's auto_unmount helper is running");
+    for (const h of helpers) assertEquals(rr(h), [], `fusermount3 ${h}`);
+  });
+});
+
+Deno.test("--mount-priority outside 0-99 is refused before anything mounts", async () => {
+  const tree = await makeTree();
+  try {
+    for (const bad of ["100", "-1", "1.5", "x", ""]) {
+      const out = await new Deno.Command(DENO, {
+        args: [
+          "run",
+          "-A",
+          new URL("../../cli/cortexfsd.ts", import.meta.url).pathname,
+          "--storage",
+          tree.storage,
+          "--mount",
+          tree.mount,
+          "--run",
+          tree.run,
+          "--mount-priority",
+          bad,
+        ],
+        stdout: "piped",
+        stderr: "piped",
+      }).output();
+      const err = new TextDecoder().decode(out.stderr);
+      assert(!out.success, `${bad}: ${err}`);
+      assert(err.includes("EINVAL") && err.includes("--mount-priority"), `${bad}: ${err}`);
+      assertEquals(mountedType(tree.mount), null, "nothing mounted");
+    }
+  } finally {
+    await cleanup(tree);
+  }
+});
