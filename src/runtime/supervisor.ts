@@ -7,6 +7,7 @@ import { readRegularText } from "../store/regular.ts";
 import { closeFd, listenUnix, refuseWaiting } from "../sys/listen.ts";
 import { Activator } from "./activator.ts";
 import { groupsDir, reapGroups } from "./groups.ts";
+import { dropArgv } from "./caps.ts";
 import { logPump, Presence } from "./presence.ts";
 import {
   dropReceipt,
@@ -206,6 +207,9 @@ export async function startSupervisor(o: SupervisorOptions): Promise<Supervisor>
     logBytes: o.logBytes,
     log: (agent, line) => presence.log(agent, line),
   });
+  // Resolved once: a root host without setpriv fails here, before it serves (an instance with
+  // every capability is what this replaces, never a fallback).
+  const drop = dropArgv({ uid: Deno.uid() });
   const slots = new Map<string, Slot>();
   let closing = false;
 
@@ -221,6 +225,8 @@ export async function startSupervisor(o: SupervisorOptions): Promise<Supervisor>
     // sh sets LISTEN_PID to its own pid and execs in place: the instance checks it is its own.
     // Under a manager, systemd-run registers the scope for its own pid and execs sh in place (the
     // pid, fds and pipes stay): sh's `scope` line says the unit exists, so it can be asked about.
+    // sh execs setpriv (root host: src/runtime/caps.ts), which fixes the instance's capabilities
+    // and execs it in place too: the pid is still the one LISTEN_PID and the receipt name.
     const unit = manager ? scopeUnit(`cortexfs-agent-${name}`) : undefined;
     const [cmd, ...pre] = manager && unit
       ? [...scopeArgv(manager, unit, { graceMs: grace }), "/bin/sh"]
@@ -228,7 +234,7 @@ export async function startSupervisor(o: SupervisorOptions): Promise<Supervisor>
     const script = manager
       ? 'export LISTEN_PID=$$; echo scope; exec "$@"'
       : 'export LISTEN_PID=$$; exec "$@"';
-    const child = spawn(cmd, [...pre, "-c", script, "sh", ...args], {
+    const child = spawn(cmd, [...pre, "-c", script, "sh", ...drop, ...args], {
       stdio: ["pipe", "pipe", "pipe", slot.fd],
       detached: true, // setsid: its own session and group; a signal to it never reaches the host
       env: { ...(o.env ?? Deno.env.toObject()), LISTEN_FDS: "1", LISTEN_FDNAMES: name },

@@ -7,7 +7,16 @@
  * No real systemd tool is ever run here.
  */
 import { assert, assertEquals, assertRejects } from "../assert.ts";
-import { cleanup, ctxRun, type Daemon, makeTree, startDaemon, until } from "../fixture/mod.ts";
+import {
+  capsAt,
+  cleanup,
+  ctxRun,
+  type Daemon,
+  makeTree,
+  startDaemon,
+  until,
+} from "../fixture/mod.ts";
+import { CAP_NAMES, dropArgv, INSTANCE_CAPS } from "../../src/runtime/caps.ts";
 import { detectManager, systemdBooted } from "../../src/runtime/systemd.ts";
 import { parseReceipt, scopeUnit } from "../../src/runtime/receipt.ts";
 import { startTime } from "../../src/sandbox/receipt.ts";
@@ -112,10 +121,22 @@ Deno.test({
         'export LISTEN_PID=$$; echo scope; exec "$@"',
         "sh",
       ]);
+      // sh execs setpriv, which fixes the instance's capabilities and execs it in place.
+      const drop = dropArgv({ uid: 0 });
+      assertEquals(argv.slice(10, 10 + drop.length), drop);
       const at = argv.indexOf("instance");
       assertEquals(argv.slice(at, at + 2), ["instance", "coder"]);
       const invocation = read(`${fake}/cortexfs-agent-coder.scope.inv`);
       const pid = Number(read(`${fake}/cortexfs-agent-coder.scope.pid`));
+      const kept = [...INSTANCE_CAPS].sort((a, b) => CAP_NAMES.indexOf(a) - CAP_NAMES.indexOf(b));
+      assertEquals(capsAt(`/proc/${pid}`), {
+        inh: [],
+        prm: kept,
+        eff: kept,
+        bnd: kept,
+        amb: [],
+        nnp: true,
+      });
       const r = JSON.parse(read(`${tree.run}/instance/coder.json`));
       assertEquals([r.manager, r.unit, r.invocation, r.pid, r.pgid], [
         "systemd",

@@ -1,0 +1,105 @@
+/** The capabilities an agent's runtime instance keeps, and the setpriv prefix that fixes them at its exec (every thread of the instance starts with them; none is dropped in-process). */
+import { CtxError } from "../abi/errno.ts";
+
+/** Linux capability names by number (linux/capability.h; `setpriv --list-caps` lists them in this order). */
+export const CAP_NAMES = [
+  "chown",
+  "dac_override",
+  "dac_read_search",
+  "fowner",
+  "fsetid",
+  "kill",
+  "setgid",
+  "setuid",
+  "setpcap",
+  "linux_immutable",
+  "net_bind_service",
+  "net_broadcast",
+  "net_admin",
+  "net_raw",
+  "ipc_lock",
+  "ipc_owner",
+  "sys_module",
+  "sys_rawio",
+  "sys_chroot",
+  "sys_ptrace",
+  "sys_pacct",
+  "sys_admin",
+  "sys_boot",
+  "sys_nice",
+  "sys_resource",
+  "sys_time",
+  "sys_tty_config",
+  "mknod",
+  "lease",
+  "audit_write",
+  "audit_control",
+  "setfcap",
+  "mac_override",
+  "mac_admin",
+  "syslog",
+  "wake_alarm",
+  "block_suspend",
+  "audit_read",
+  "perfmon",
+  "bpf",
+  "checkpoint_restore",
+] as const;
+
+/** A capability's name, without the `cap_` prefix. */
+export type CapName = typeof CAP_NAMES[number];
+
+/**
+ * What an instance of a root host keeps: its bounding, permitted and effective sets are exactly
+ * these (inheritable and ambient empty). Each is needed by one operation (spec/runtime.md "What
+ * still needs root"); every other capability is gone for good from the instance and from
+ * everything it starts.
+ */
+export const INSTANCE_CAPS: readonly CapName[] = [
+  "chown", // home/<uid> made by root for a uid's first session is given to it (claimDir)
+  "kill", // a peer or step of another uid: pidfd_send_signal liveness, SIGTERM/SIGKILL of steps
+  "setgid", // setfsgid/setgroups per session owner; setpriv --regid/--groups for a step
+  "setuid", // setfsuid per session owner; setpriv --reuid for a step
+  "sys_ptrace", // a peer's /proc/<pid>/{ns/mnt,root,cwd} (ptrace read check on the peer)
+  "setfcap", // bwrap mapping uid 0 into its user namespace: a step of an agent whose uid is 0
+];
+
+/** The names of the capabilities set in a `/proc/<pid>/status` mask (`CapEff:` etc., hex). */
+export function capNames(hex: string): string[] {
+  const mask = BigInt(`0x${hex}`);
+  const out: string[] = [];
+  for (let bit = 0n; mask >> bit; bit++) {
+    if ((mask >> bit) & 1n) out.push(CAP_NAMES[Number(bit)] ?? `cap_${bit}`);
+  }
+  return out;
+}
+
+/** Where util-linux setpriv is looked for: absolute paths only, never through PATH. */
+const SETPRIV = ["/usr/bin/setpriv", "/bin/setpriv"];
+
+/** util-linux `setpriv` at a fixed system path (ENOSYS when neither holds it). */
+export function setprivPath(): string {
+  for (const p of SETPRIV) {
+    try {
+      if (Deno.statSync(p).isFile) return p;
+    } catch { /* next */ }
+  }
+  throw new CtxError("ENOSYS", `setpriv (util-linux) is not installed (${SETPRIV.join(", ")})`);
+}
+
+/**
+ * The argv prefix that execs an instance with only {@link INSTANCE_CAPS}: setpriv limits the
+ * bounding set, clears the inheritable (and so the ambient) set and sets no_new_privs, then execs
+ * in place (the pid stays: LISTEN_PID still names the instance). uid 0's exec then grants exactly
+ * the bounding set as permitted and effective. A host that is not root has nothing to drop: [].
+ */
+export function dropArgv(options: { uid: number | null }): string[] {
+  if (options.uid !== 0) return [];
+  return [
+    setprivPath(),
+    `--bounding-set=-all${INSTANCE_CAPS.map((c) => `,+${c}`).join("")}`,
+    "--inh-caps=-all",
+    "--no-new-privs",
+    "--",
+  ];
+}

@@ -1,0 +1,108 @@
+/** A root host's agent instances run with only the capabilities spec/runtime.md names (fixed at their exec, on every thread), and their steps with none: real cortexfsd, ctx as root and as another uid, real bwrap steps. */
+import { assert, assertEquals } from "../assert.ts";
+import {
+  addTestAgent,
+  AGENT_SH,
+  capsAt,
+  type CapSets,
+  cleanup,
+  ctxOn,
+  type Daemon,
+  makeTree,
+  nobodyDenoDir,
+  receiptAt,
+  startDaemon,
+  type Tree,
+  until,
+} from "../fixture/mod.ts";
+import { createAgent } from "../../src/store/agent_new.ts";
+import { replaceFile } from "../../src/store/atomic.ts";
+
+const root = Deno.uid() === 0;
+const NOBODY = 65534;
+
+/** What an instance keeps (spec/runtime.md "What still needs root"), in capability order. */
+const KEPT = ["chown", "kill", "setgid", "setuid", "sys_ptrace", "setfcap"];
+const INSTANCE: CapSets = { inh: [], prm: KEPT, eff: KEPT, bnd: KEPT, amb: [], nnp: true };
+
+/** The threads of `pid`, each with its capability sets. */
+function threads(pid: number): { tid: string; caps: CapSets }[] {
+  return [...Deno.readDirSync(`/proc/${pid}/task`)].map((e) => ({
+    tid: e.name,
+    caps: capsAt(`/proc/${pid}/task/${e.name}`),
+  }));
+}
+
+/** The instance of `agent`: its receipt's pid is the deno process that serves it (exec'd in place). */
+function instancePid(tree: Tree, agent: string): number {
+  const r = receiptAt(`${tree.run}/instance/${agent}.json`);
+  assert(r, `no receipt for ${agent}`);
+  assertEquals(Deno.readLinkSync(`/proc/${r.pid}/exe`), Deno.execPath());
+  const argv = Deno.readTextFileSync(`/proc/${r.pid}/cmdline`).split("\0");
+  const at = argv.indexOf("instance");
+  assertEquals(argv.slice(at, at + 2), ["instance", agent], argv.join(" "));
+  return r.pid;
+}
+
+Deno.test({
+  name:
+    "a root host's instances keep only chown, kill, setgid, setuid, sys_ptrace and setfcap (bounding, permitted, effective; every thread; no_new_privs); steps run as the agent identity with none; turns with a tool call work for a root agent and a uid's own",
+  ignore: !root,
+  async fn() {
+    const tree = await makeTree();
+    addTestAgent(tree, "t"); // uid 0: its bwrap maps uid 0 into its user namespace (setfcap)
+    createAgent(tree.root, "n", { uid: NOBODY, gid: NOBODY, exec: AGENT_SH });
+    replaceFile(`${tree.root}/agent/n.d/env`, "LOG_DIR=/tmp\n");
+    // The uid's first session: its instance makes home/65534 and gives it to the uid (chown).
+    Deno.removeSync(`${tree.root}/home/${NOBODY}`, { recursive: true });
+    const denoDir = nobodyDenoDir(NOBODY);
+    let d: Daemon | null = null;
+    try {
+      d = await startDaemon(tree);
+      const asRoot = (args: string[]) => ctxOn(tree, args, { cwd: tree.dir });
+      const asNobody = (args: string[]) =>
+        ctxOn(tree, args, { as: NOBODY, denoDir, cwd: tree.dir });
+      // A root peer (its /proc needs sys_ptrace: it has every capability) and a root agent.
+      const t = await asRoot(["agent", "send", "t", "call", "tools"]);
+      assertEquals([t.code, t.stdout], [0, "observed ok\n"], t.stderr);
+      // Another uid as peer (setfsuid/setfsgid for its session, kill for its pidfd, sys_ptrace
+      // for its /proc) and its own agent (setpriv --reuid/--regid, kill to end its steps).
+      const n = await asNobody(["agent", "send", "n", "call", "tools"]);
+      assertEquals([n.code, n.stdout], [0, "observed ok\n"], n.stderr);
+      const st = Deno.statSync(`${tree.root}/home/${NOBODY}`);
+      assertEquals([st.uid, st.gid], [NOBODY, NOBODY]);
+      // Each step: the agent identity, no capability in any set, no_new_privs (bwrap's own).
+      const none = "CapInh: 0000000000000000 CapPrm: 0000000000000000 " +
+        "CapEff: 0000000000000000 CapBnd: 0000000000000000 CapAmb: 0000000000000000 NoNewPrivs: 1";
+      const steps = {
+        t: await asRoot(["agent", "send", "t", "caps"]),
+        n: await asNobody(["agent", "send", "n", "caps"]),
+      };
+      assertEquals(
+        Object.fromEntries(Object.entries(steps).map(([k, v]) => [k, [v.code, v.stdout]])),
+        {
+          t: [0, `Uid: 0 0 0 0 ${none}\n`],
+          n: [0, `Uid: ${NOBODY} ${NOBODY} ${NOBODY} ${NOBODY} ${none}\n`],
+        },
+      );
+      // Each instance, every thread: exactly the kept set, fixed at exec (never dropped later).
+      for (const agent of ["t", "n"]) {
+        const pid = instancePid(tree, agent);
+        assert(threads(pid).length > 1, `${agent}: one thread only?`);
+        const off = (without: (c: CapSets) => CapSets) =>
+          threads(pid).filter((x) =>
+            JSON.stringify(without(x.caps)) !== JSON.stringify(without(INSTANCE))
+          );
+        // Bounding, permitted, inheritable, ambient and no_new_privs never change after the exec.
+        assertEquals(off((c) => ({ ...c, eff: [] })), [], `${agent} pid ${pid}`);
+        // The effective set is the permitted one but while a thread acts as a user (a non-zero
+        // fsuid clears chown from it until the thread switches back): none is, once it is idle.
+        await until(() => off((c) => c).length === 0, `${agent}'s threads to be idle`);
+        assertEquals(off((c) => c), [], `${agent} pid ${pid}`);
+      }
+    } finally {
+      await cleanup(tree, d);
+      Deno.removeSync(denoDir, { recursive: true });
+    }
+  },
+});
