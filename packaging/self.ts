@@ -11,7 +11,7 @@ export type Self =
   }
   | {
     kind: "built";
-    /** The built file (`CORTEXFS_SELF`, set by its header), when it said so. */
+    /** The built file's real path (`CORTEXFS_SELF`, from its header, resolved), if said. */
     exe?: string;
     /** The unpacked payload: the pinned deno and one `<program>.js` bundle per program. */
     lib: string;
@@ -30,7 +30,8 @@ function isFile(path: string): boolean {
 /**
  * The install a module at `url` (default: this one) belongs to: from source, `url` is a file of the checkout
  * (`<checkout>/<dir>/<file>.ts`); in the built file every module is inside `<lib>/<program>.js`
- * and the header exported the file's own path as CORTEXFS_SELF.
+ * and the header exported the path it was started by as CORTEXFS_SELF (absolute, perhaps a
+ * program's symlink: resolved here, so that `exe` is the file itself).
  */
 export function self(env: Record<string, string | undefined>, url = import.meta.url): Self {
   const path = new URL(url).pathname;
@@ -41,7 +42,17 @@ export function self(env: Record<string, string | undefined>, url = import.meta.
   }
   const lib = new URL(".", url).pathname.replace(/\/$/, "");
   const programs = Object.keys(permissions).filter((n) => isFile(`${lib}/${n}.js`));
-  return { kind: "built", exe: env.CORTEXFS_SELF || undefined, lib, programs };
+  return { kind: "built", exe: real(env.CORTEXFS_SELF), lib, programs };
+}
+
+/** `path` with its symlinks resolved; as given when it cannot be (gone since); undefined for none. */
+function real(path: string | undefined): string | undefined {
+  if (!path) return undefined;
+  try {
+    return Deno.realPathSync(path);
+  } catch {
+    return path;
+  }
 }
 
 /**

@@ -62,3 +62,23 @@ Deno.test("self() inside the built file: the programs with a bundle in lib; prog
     await Deno.remove(lib, { recursive: true });
   }
 });
+
+Deno.test("self() inside the built file: exe is CORTEXFS_SELF with its symlinks resolved (the header exports the path it was started by)", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "cortexfs-self-" });
+  try {
+    const file = `${Deno.realPathSync(dir)}/cortexfs-9.9.9-linux-x86_64`;
+    Deno.writeTextFileSync(file, "");
+    Deno.mkdirSync(`${dir}/bin`);
+    Deno.symlinkSync("../cortexfs-9.9.9-linux-x86_64", `${dir}/bin/ctx`);
+    const url = `file://${dir}/lib/ctx.js`;
+    assertEquals(self({ CORTEXFS_SELF: `${dir}/bin/ctx` }, url), {
+      kind: "built",
+      exe: file,
+      lib: `${dir}/lib`,
+      programs: [],
+    });
+    assertEquals(self({}, url), { kind: "built", exe: undefined, lib: `${dir}/lib`, programs: [] });
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
