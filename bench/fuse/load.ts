@@ -4,8 +4,8 @@
  * calls through the same cortexfsd; in the same loop a file through libfuse's passthrough_ll with
  * nothing cached (a userspace server's share of the same load) and one on tmpfs (the kernel's).
  * Prints p50/p99/max of each phase, the ratio to idle and to each reference under load.
- * Never asserts a duration. Run: tools/deno run -A bench/fuse/load.ts [--deltas 20000] [--calls 20]
- * [--mount-priority 1]
+ * Never asserts a duration. Run: tools/deno run -A bench/fuse/load.ts [--deltas 20000] [--calls 20]; `status` is served
+ * at the ordinary policy (cortexfsd's default), `status RR 1` by a second cortexfsd at SCHED_RR 1.
  */
 import { cleanup, CTX, type Daemon, DENO, makeTree, startDaemon } from "../../tests/fixture/mod.ts";
 import { createAgent } from "../../src/store/agent_new.ts";
@@ -15,8 +15,6 @@ const arg = (name: string, dflt: number) => {
   return i >= 0 ? Number(Deno.args[i + 1]) : dflt;
 };
 const DELTAS = arg("--deltas", 20000), CALLS = arg("--calls", 20);
-// The serving thread's SCHED_RR priority (cortexfsd's default 1; 0 = ordinary scheduling, as before).
-const PRIORITY = arg("--mount-priority", 1);
 
 const HERE = new URL(".", import.meta.url).pathname;
 
@@ -97,7 +95,11 @@ function stats(ns: number[]) {
 }
 
 const tree = await makeTree();
+// A second cortexfsd, its serving thread at SCHED_RR 1 (`--mount-priority 1`), stat'ed in the same
+// loop under the same load (the load runs through the first one's agents): both policies in one run.
+const rrTree = await makeTree();
 let d: Daemon | null = null;
+let rr: Daemon | null = null;
 let ptll: Deno.ChildProcess | null = null;
 const ptMnt = `${tree.dir}/ptll-mnt`;
 try {
@@ -110,7 +112,8 @@ try {
   );
   createAgent(tree.root, "flood", { uid: 0, gid: 0, exec: flood });
   const bin = await client(tree.dir);
-  d = await startDaemon(tree, { args: ["--mount-priority", String(PRIORITY)] });
+  d = await startDaemon(tree);
+  rr = await startDaemon(rrTree, { args: ["--mount-priority", "1"] });
   const home = `${tree.mount}/home/0/bench.txt`;
   Deno.writeTextFileSync(home, "x\n");
   // The reference in the same loop: a file on tmpfs, off the mount. Its latency under load is what
@@ -124,7 +127,8 @@ try {
   Deno.writeTextFileSync(`${tree.dir}/ptll-back/f`, "x\n");
   ptll = await passthroughLl(tree.dir, `${tree.dir}/ptll-back`, ptMnt);
   const pt = `${ptMnt}/f`;
-  const paths = [`${tree.mount}/status`, home, pt, ref];
+  const rrStatus = `${rrTree.mount}/status`;
+  const paths = [`${tree.mount}/status`, rrStatus, home, pt, ref];
   const ctx = (args: string[]) =>
     new Deno.Command(DENO, {
       args: ["run", "-A", "--quiet", CTX, ...args],
@@ -149,7 +153,7 @@ try {
   console.log(
     `stat latency, idle vs one agent streaming ${DELTAS} deltas (${
       floodMs.toFixed(0)
-    } ms) + ${CALLS} tool calls; cortexfsd --mount-priority ${PRIORITY}`,
+    } ms) + ${CALLS} tool calls`,
   );
   const u = stats(load[pt]);
   for (const p of paths) {
@@ -158,6 +162,8 @@ try {
       ? "tmpfs (ref)"
       : p === pt
       ? "passthrough_ll"
+      : p === rrStatus
+      ? "status RR 1"
       : p.slice(tree.mount.length + 1);
     const f = (v: number) => v.toFixed(2).padStart(7);
     console.log(
@@ -175,5 +181,6 @@ try {
     await new Deno.Command("fusermount3", { args: ["-u", ptMnt] }).output();
     await ptll.status;
   }
+  await cleanup(rrTree, rr);
   await cleanup(tree, d);
 }

@@ -12,8 +12,9 @@ export interface MountThreadOptions extends Omit<MountServeOptions, "log"> {
    */
   hookWaitMs?: number;
   /**
-   * SCHED_RR priority (1-99) of the serving thread, or 0 for the ordinary policy (default 1): on a
-   * busy machine a FUSE request then waits for no agent's process (spec/fuse.md "Running").
+   * SCHED_RR priority (1-99) of the serving thread, or 0 for the ordinary policy (the default): at
+   * SCHED_RR a FUSE request on a busy machine waits for no agent's process, but a sequential
+   * client's requests cost more (spec/fuse.md "Running").
    */
   priority?: number;
 }

@@ -58,7 +58,7 @@ function start(options: WorkerOptions): void {
   try {
     // Before the mount starts any thread of its own; the spawns it makes drop to the ordinary
     // policy (libc.ordinary), so no child inherits it.
-    sched = schedule(priority ?? 1);
+    sched = schedule(priority ?? 0);
     // startMount sets umask 0; with an fs_struct of its own that holds for this thread only, so
     // the runtime's thread (and what it spawns) keeps the umask the process was started with.
     const r = libc.unshareFs();

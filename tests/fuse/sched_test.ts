@@ -1,4 +1,4 @@
-/** The mount's serving thread runs at SCHED_RR (--mount-priority); the host's own thread, the agent instances and the fusermount3 helper never inherit it. */
+/** The mount's serving thread at SCHED_RR with --mount-priority N (ordinary by default); the host's own thread, the agent instances and the fusermount3 helper never inherit it. */
 import { assert, assertEquals } from "../assert.ts";
 import { mountedType } from "../../src/fuse/mod.ts";
 import {
@@ -48,8 +48,8 @@ async function instance(tree: Tree, name: string): Promise<number> {
   return receipt.pid;
 }
 
-Deno.test("by default the mount's serving thread runs at SCHED_RR 1; the host thread and an agent instance stay ordinary", async () => {
-  await withDaemon([], async (tree, d) => {
+Deno.test("--mount-priority 1: the mount's serving thread runs at SCHED_RR 1; the host thread and an agent instance stay ordinary", async () => {
+  await withDaemon(["--mount-priority", "1"], async (tree, d) => {
     const pid = d.child.pid;
     const fast = rr(pid);
     // The worker and the poll threads it started (they inherit it); never the host's main thread.
@@ -63,8 +63,8 @@ Deno.test("by default the mount's serving thread runs at SCHED_RR 1; the host th
   });
 });
 
-Deno.test("--mount-priority 0: every thread of cortexfsd at the ordinary policy", async () => {
-  await withDaemon(["--mount-priority", "0"], async (tree, d) => {
+Deno.test("by default every thread of cortexfsd runs at the ordinary policy", async () => {
+  await withDaemon([], async (tree, d) => {
     assert((await Deno.stat(`${tree.mount}/status`)).isFile);
     assertEquals(rr(d.child.pid), []);
     assert(d.log().includes("serving thread: ordinary\n"), d.log());
@@ -72,7 +72,7 @@ Deno.test("--mount-priority 0: every thread of cortexfsd at the ordinary policy"
 });
 
 Deno.test("--fusermount: the auto_unmount helper fusermount3 leaves behind is not real-time", async () => {
-  await withDaemon(["--fusermount"], async (tree, d) => {
+  await withDaemon(["--fusermount", "--mount-priority", "1"], async (tree, d) => {
     assert((await Deno.stat(`${tree.mount}/status`)).isFile);
     assert(rr(d.child.pid).length >= 1, d.log());
     const helpers = [...Deno.readDirSync("/proc")].filter((e) => /^\d+$/.test(e.name)).filter(
