@@ -52,7 +52,9 @@ export function gate(
   const opens = fds.map((h, i) => ` ${FIRST_FD + i}</proc/${Deno.pid}/fd/${h}`).join("");
   const mask = (options.umask ?? 0o022).toString(8).padStart(4, "0");
   const info = options.gated ?? true ? " 3>&1 4<&0" : "";
-  return `${CLOSE_FDS}\numask ${mask}\nexec${info}${opens}\nexec "$@"`;
+  // A redirection that fails leaves bash running without that fd: stop there (bwrap would start
+  // with fd 3 or a bound fd missing, and its half-built sandbox would hold our pipes open).
+  return `${CLOSE_FDS}\numask ${mask}\nexec${info}${opens} || exit 126\nexec "$@"`;
 }
 
 let cachedLayout: HostLayout | undefined;

@@ -4,6 +4,7 @@ import { assert, assertEquals } from "../assert.ts";
 import {
   agentEnv,
   doctor,
+  gate,
   launch,
   type Receipt,
   receiptLive,
@@ -102,4 +103,18 @@ Deno.test("doctor() reports that bubblewrap can create user and pid namespaces h
     pidns: true,
   });
   assert(r.bwrap?.startsWith("bubblewrap "));
+});
+
+Deno.test("the gate stops when a descriptor it hands over cannot be opened: exit 126, the command never runs", async () => {
+  // fd 9999 of this process is not open: its /proc magic link cannot be reopened (as a 0700
+  // workspace cannot be by a launcher without the right to read it).
+  const out = await new Deno.Command("/bin/bash", {
+    args: ["-c", gate([9999]), "cortexfs-gate", "echo", "ran"],
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const err = new TextDecoder().decode(out.stderr);
+  assertEquals([out.code, new TextDecoder().decode(out.stdout)], [126, ""], err);
+  assert(err.includes(`/proc/${Deno.pid}/fd/9999`), err);
 });
