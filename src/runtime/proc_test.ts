@@ -1,4 +1,4 @@
-import { assertEquals } from "../../tests/assert.ts";
+import { assert, assertEquals } from "../../tests/assert.ts";
 import { stopGroup } from "./proc.ts";
 
 Deno.test("stopGroup() ends a step whose group does not exist yet (its setsid has not run)", async () => {
@@ -13,5 +13,39 @@ Deno.test("stopGroup() ends a step whose group does not exist yet (its setsid ha
     assertEquals((await child.status).signal, "SIGTERM");
   } finally {
     await child.stdin.close().catch(() => {});
+  }
+});
+
+Deno.test("stopGroup() also ends a child of the step that lives in a session of its own (a sandbox init)", async () => {
+  // As bwrap's init after --new-session: neither in the step's group nor killed with its parent.
+  const child = new Deno.Command("/bin/bash", {
+    args: ["-c", "setsid sleep 600 & echo $!; wait"],
+    stdin: "null",
+    stdout: "piped",
+  }).spawn();
+  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  let text = "";
+  while (!text.includes("\n")) text += (await reader.read()).value ?? "";
+  reader.releaseLock();
+  const orphan = Number(text.trim());
+  const gone = () => {
+    try {
+      const stat = Deno.readTextFileSync(`/proc/${orphan}/stat`);
+      return stat.slice(stat.lastIndexOf(")") + 2).startsWith("Z");
+    } catch {
+      return true;
+    }
+  };
+  try {
+    assert(!gone(), "the session's own child runs");
+    await stopGroup(child, 50);
+    await child.status;
+    for (let i = 0; i < 2000 && !gone(); i++) await new Promise((r) => setTimeout(r, 5));
+    assert(gone(), `pid ${orphan} outlived the stopped step`);
+  } finally {
+    try {
+      Deno.kill(orphan, "SIGKILL");
+    } catch { /* gone */ }
+    await child.stdout.cancel().catch(() => {});
   }
 });
