@@ -6,11 +6,11 @@ import {
   cleanup,
   ctxOn,
   type Daemon,
-  DENO,
   makeTree,
   receiptAt,
   startDaemon,
   type Tree,
+  until,
 } from "../fixture/mod.ts";
 
 /** Policy (sched(7): 0 SCHED_OTHER, 2 SCHED_RR) and rt priority of every thread of `pid`. */
@@ -94,27 +94,15 @@ Deno.test("--mount-priority outside 0-99 is refused before anything mounts", asy
   const tree = await makeTree();
   try {
     for (const bad of ["100", "-1", "1.5", "x", ""]) {
-      const out = await new Deno.Command(DENO, {
-        args: [
-          "run",
-          "-A",
-          new URL("../../cli/cortexfsd.ts", import.meta.url).pathname,
-          "--storage",
-          tree.storage,
-          "--mount",
-          tree.mount,
-          "--run",
-          tree.run,
-          "--mount-priority",
-          bad,
-        ],
-        stdout: "piped",
-        stderr: "piped",
-      }).output();
-      const err = new TextDecoder().decode(out.stderr);
-      assert(!out.success, `${bad}: ${err}`);
-      assert(err.includes("EINVAL") && err.includes("--mount-priority"), `${bad}: ${err}`);
-      assertEquals(mountedType(tree.mount), null, "nothing mounted");
+      const d = await startDaemon(tree, { args: ["--mount-priority", bad], wait: false });
+      let code: number | null = null;
+      d.child.status.then((s) => code = s.code);
+      // Refused: it exits. Taken: it mounts (and is stopped below, failing the test).
+      await until(() => code !== null || mountedType(tree.mount) !== null, `cortexfsd on "${bad}"`);
+      if (code === null) await d.stop();
+      assertEquals(mountedType(tree.mount), null, `${bad}: nothing mounted`);
+      await until(() => d.log().includes("--mount-priority"), `cortexfsd's refusal of "${bad}"`);
+      assert(code !== 0 && d.log().includes("EINVAL"), `${bad}: ${d.log()}`);
     }
   } finally {
     await cleanup(tree);
