@@ -42,7 +42,7 @@ function remote(hook: "onAgent" | "onAgentGone", ms: number) {
 /**
  * Puts this thread (and the poll threads its runtime starts later, which inherit it) at SCHED_RR
  * `priority`: under load a request is answered as soon as it arrives, not after the agents' CPU
- * slices. What it got, for the daemon's start line.
+ * slices. What it got, for the daemon's log.
  */
 function schedule(priority: number): string {
   if (priority === 0) return "ordinary";

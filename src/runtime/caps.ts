@@ -1,5 +1,6 @@
 /** The capabilities an agent's runtime instance keeps, and the setpriv prefix that fixes them at its exec (every thread of the instance starts with them; none is dropped in-process). */
 import { CtxError } from "../abi/errno.ts";
+import { systemTool } from "../sandbox/launch.ts";
 
 /** Linux capability names by number (linux/capability.h; `setpriv --list-caps` lists them in this order). */
 export const CAP_NAMES = [
@@ -78,17 +79,11 @@ export function capNames(hex: string): string[] {
   return out;
 }
 
-/** Where util-linux setpriv is looked for: absolute paths only, never through PATH. */
-const SETPRIV = ["/usr/bin/setpriv", "/bin/setpriv"];
-
-/** util-linux `setpriv` at a fixed system path (ENOSYS when neither holds it). */
+/** util-linux `setpriv` at a fixed system path, never through PATH (ENOSYS when absent). */
 export function setprivPath(): string {
-  for (const p of SETPRIV) {
-    try {
-      if (Deno.statSync(p).isFile) return p;
-    } catch { /* next */ }
-  }
-  throw new CtxError("ENOSYS", `setpriv (util-linux) is not installed (${SETPRIV.join(", ")})`);
+  const p = systemTool("setpriv");
+  if (p) return p;
+  throw new CtxError("ENOSYS", "setpriv (util-linux) is not installed (/usr/bin, /bin)");
 }
 
 /**

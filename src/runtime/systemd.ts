@@ -1,5 +1,6 @@
 /** The systemd path of the supervisor: where a manager answers, an instance runs as a transient scope (`systemd-run --scope`), its receipt carries the manager's InvocationID, and a stop goes through `systemctl stop`. */
 import { CtxError } from "../abi/errno.ts";
+import { systemTool } from "../sandbox/launch.ts";
 import {
   type InstanceReceipt,
   receiptMatches,
@@ -21,9 +22,6 @@ export interface Manager {
 /** How cortexfsd picks its supervisor (`--supervisor`). */
 export type SupervisorMode = "auto" | "builtin" | "systemd";
 
-/** Where the real tools are: absolute paths only, so no PATH entry can stand in for them. */
-const TOOL_DIRS = ["/usr/bin", "/bin"];
-
 /** Longest a manager query may take before it counts as not answering (ms). */
 const ASK_MS = 10_000;
 
@@ -37,15 +35,6 @@ export function systemdBooted(): boolean {
   } catch {
     return false;
   }
-}
-
-function tool(name: string): string | undefined {
-  for (const d of TOOL_DIRS) {
-    try {
-      if (Deno.statSync(`${d}/${name}`).isFile) return `${d}/${name}`;
-    } catch { /* not there */ }
-  }
-  return undefined;
 }
 
 /** Runs `systemctl ARGS`; its stdout trimmed, or null when it failed or did not answer in time. */
@@ -81,8 +70,8 @@ export async function detectManager(
     run = `${options.tools}/systemd-run`;
     ctl = `${options.tools}/systemctl`;
   } else if (systemdBooted()) {
-    run = tool("systemd-run");
-    ctl = tool("systemctl");
+    run = systemTool("systemd-run");
+    ctl = systemTool("systemctl");
   }
   const version = run && ctl ? await ask({ ctl }, ["show", "-p", "Version", "--value"]) : null;
   if (run && ctl && version) return { run, ctl, version };

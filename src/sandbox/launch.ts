@@ -142,12 +142,22 @@ export function spawnSandbox(
   }
 }
 
-function setsidPath(): string {
-  for (const p of ["/usr/bin/setsid", "/bin/setsid"]) {
+/** Where root runs system tools from: absolute paths only, so no PATH entry can stand in. */
+const TOOL_DIRS = ["/usr/bin", "/bin"];
+
+/** `name` in {@link TOOL_DIRS} (the first regular file), or undefined. */
+export function systemTool(name: string): string | undefined {
+  for (const d of TOOL_DIRS) {
     try {
-      if (Deno.statSync(p).isFile) return p;
-    } catch { /* next */ }
+      if (Deno.statSync(`${d}/${name}`).isFile) return `${d}/${name}`;
+    } catch { /* not there */ }
   }
+  return undefined;
+}
+
+function setsidPath(): string {
+  const p = systemTool("setsid");
+  if (p) return p;
   throw new CtxError("ENOSYS", "setsid (util-linux) is not installed");
 }
 

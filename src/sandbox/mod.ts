@@ -10,7 +10,14 @@ export {
   type ProfileOptions,
   type SandboxSpec,
 } from "./profile.ts";
-export { gate, launch, launchArgv, type LaunchOptions, type LaunchResult } from "./launch.ts";
+export {
+  gate,
+  launch,
+  launchArgv,
+  type LaunchOptions,
+  type LaunchResult,
+  systemTool,
+} from "./launch.ts";
 export { bootId, type Receipt, receiptLive, startTime } from "./receipt.ts";
 export { dupFd, fdPath, GIT_SEARCH, type GitGuard, gitGuards, openDir } from "./workspace.ts";
 export { guardView, type Private, type Source } from "./guard.ts";
