@@ -1,7 +1,7 @@
 /** Fallback candidates of a run: the agent's model, then its `fallback` chain, each resolved and checked against the agent's window. */
 import { type CtxError, toCtxError } from "../abi/errno.ts";
 import { effectiveTokens, type Window } from "../abi/window.ts";
-import { loadModel } from "../store/agent.ts";
+import { loadModel, type ModelDef } from "../store/agent.ts";
 import type { Driver, ModelConfig } from "./driver.ts";
 import { modelFor } from "./mod.ts";
 
@@ -20,16 +20,16 @@ export interface Candidate {
  * The candidates of a run: the agent's model, then each `fallback` of it, in order. Each is
  * resolved and checked against the agent's `window` (an explicit window needs a known limit at
  * least as large: seed "Context Window Control"); a candidate that fails keeps its error.
+ * `modelDef`: the agent's model as the request already loaded it (read once per request).
  */
 export function candidatesOf(
   root: string,
-  agent: { model: string; windowSetting: Window },
+  agent: { model: string; windowSetting: Window; modelDef?: ModelDef },
 ): Candidate[] {
-  const out: Candidate[] = [];
-  const one = (ref: string): Candidate => {
+  const one = (ref: string, def?: ModelDef): Candidate => {
     try {
-      const def = loadModel(root, ref);
-      const { driver, config } = modelFor(root, ref);
+      def ??= loadModel(root, ref);
+      const { driver, config } = modelFor(def);
       return {
         ref: def.ref,
         driver,
@@ -40,12 +40,13 @@ export function candidatesOf(
       return { ref, fault: toCtxError(e) };
     }
   };
-  const first = one(agent.model);
-  out.push(first);
-  let chain: string[] = [];
+  let def = agent.modelDef;
   try {
-    chain = loadModel(root, agent.model).fallback;
-  } catch { /* the first candidate's fault says why */ }
-  for (const ref of chain) if (!out.some((c) => c.ref === ref)) out.push(one(ref));
+    def ??= loadModel(root, agent.model);
+  } catch (e) {
+    return [{ ref: agent.model, fault: toCtxError(e) }]; // no chain without the model
+  }
+  const out = [one(agent.model, def)];
+  for (const ref of def.fallback) if (!out.some((c) => c.ref === ref)) out.push(one(ref));
   return out;
 }

@@ -1,6 +1,12 @@
 /** The runtime's view of an agent definition, re-read from the tree on every request (H1's loadAgent). */
 import { CtxError } from "../abi/errno.ts";
-import { type AgentDef, effectiveWindow, loadAgent, loadModel } from "../store/agent.ts";
+import {
+  type AgentDef,
+  effectiveWindow,
+  loadAgent,
+  loadModel,
+  type ModelDef,
+} from "../store/agent.ts";
 import { readRegular } from "../store/regular.ts";
 
 /** What the runtime needs from `agent/<name>` and `agent/<name>.d/`. */
@@ -29,6 +35,8 @@ export interface AgentView extends
   window?: number;
   /** The `window` setting itself (each fallback candidate is checked against it). */
   windowSetting: AgentDef["window"];
+  /** The agent's model as this request read it (undefined: missing or broken; the run says why). */
+  modelDef?: ModelDef;
 }
 
 const RUNNER = "#!/usr/bin/cortexfs-object-runner";
@@ -45,8 +53,10 @@ export function readAgent(root: string, name: string): AgentView {
   const def = loadAgent(root, name);
   const entry = `${root}/agent/${def.name}`;
   let window: number | undefined;
+  let modelDef: ModelDef | undefined;
   try {
-    window = effectiveWindow(def, loadModel(root, def.model));
+    modelDef = loadModel(root, def.model);
+    window = effectiveWindow(def, modelDef);
   } catch {
     window = undefined; // a missing model surfaces when the run needs it, not at connect time
   }
@@ -68,5 +78,6 @@ export function readAgent(root: string, name: string): AgentView {
     entry,
     exec: head(entry) !== RUNNER,
     window,
+    modelDef,
   };
 }

@@ -82,6 +82,8 @@ export interface ModelDef {
   ref: string;
   provider: string;
   model: string;
+  /** The provider's name for it: the `id` control, else {@link model}. */
+  id: string;
   /** Absolute path of the control directory. */
   dir: string;
   /** Default `unknown`. */
@@ -283,8 +285,12 @@ export function loadAgent(root: string, name: string, options: LoadAgentOptions 
  * root's), then the built-in catalog under `<provider>/<id>`, then `unknown`. The native id is the
  * `id` control, else the model component.
  */
-export function knownLimit(dir: string, provider: string, model: string): Limit {
-  const id = readControl<string>(dir, "id", MODEL_CONTROLS.id) ?? model;
+export function knownLimit(
+  dir: string,
+  provider: string,
+  model: string,
+  id = readControl<string>(dir, "id", MODEL_CONTROLS.id) ?? model,
+): Limit {
   const host = hostLimit(provider, id);
   if (host !== undefined) return host;
   const own = readControl<Limit>(dir, "limit", MODEL_CONTROLS.limit);
@@ -298,12 +304,14 @@ export function loadModel(root: string, ref: string): ModelDef {
   const dir = `${root}/model/${real}.d`;
   const get = <T>(c: string): T | undefined => readControl<T>(dir, c, MODEL_CONTROLS[c]);
   const [provider, model] = real.split("/");
+  const id = get<string>("id") ?? model;
   return {
     ref: real,
     provider,
     model,
+    id,
     dir,
-    limit: knownLimit(dir, provider, model),
+    limit: knownLimit(dir, provider, model, id),
     driver: need<Driver>(dir, "driver", MODEL_CONTROLS),
     cap: get<string[]>("cap") ?? [],
     fallback: get<string[]>("fallback") ?? [],

@@ -31,6 +31,7 @@ function makeTree(root: string): void {
     "model/test/full.d/fallback": "# first\ndebug/echo\n",
     "model/test/full.d/session": "socket\n",
     "model/test/full.d/effort": "high\n",
+    "model/test/full.d/id": "full-2026\n",
     "agent/mini.d/owner": "1000\n",
     "agent/mini.d/label": "user_u:agent_r:agent_t:s0\n",
     "agent/mini.d/model": "main\n",
@@ -210,6 +211,7 @@ Deno.test("loadModel() resolves aliases and applies defaults", () =>
       ref: "debug/echo",
       provider: "debug",
       model: "echo",
+      id: "echo",
       dir: `${root}/model/debug/echo.d`,
       limit: 131072,
       driver: { default: ["debug"] },
@@ -226,6 +228,7 @@ Deno.test("loadModel() resolves aliases and applies defaults", () =>
       ref: "test/full",
       provider: "test",
       model: "full",
+      id: "full-2026", // the provider's name, from the `id` control
       dir: `${root}/model/test/full.d`,
       limit: "unknown",
       driver: { agent: ["a", "b"], default: ["c"] },

@@ -49,6 +49,7 @@ Deno.test("initial tree: debug/echo with metadata, controls, a known limit and t
         ref: "debug/echo",
         provider: "debug",
         model: "echo",
+        id: "echo",
         dir: "",
         limit: 131072,
         driver: m.driver,
