@@ -11,7 +11,12 @@ import {
   splitText,
 } from "../abi/frames.ts";
 import type { RunIndex } from "../store/runs.ts";
-import { appendEventSoon, appendMessage, type SessionRef, setState } from "../store/session.ts";
+import {
+  appendEventSoon,
+  appendMessageSoon,
+  type SessionRef,
+  setStateSoon,
+} from "../store/session.ts";
 import type { Conn } from "./conn.ts";
 
 // Frames as emitted by run code: the recorder stamps `run` itself.
@@ -31,6 +36,17 @@ export function newRunId(): string {
  * up to this many frames share one fsync.
  */
 const WINDOW = 64;
+
+/**
+ * The model's output as it streams (text, reasoning, usage, the assistant message): nothing the
+ * run does next depends on it being stored, so its producer goes on while it is written and
+ * fsynced (one group commit then covers it and what follows). Every other frame comes before an
+ * effect (the model request, a tool call, an approval wait, the run's end) and is waited for.
+ */
+function outputOnly(f: Frame): boolean {
+  return f.type === "delta" || f.type === "reasoning_delta" || f.type === "usage" ||
+    (f.type === "message" && f.role === "assistant");
+}
 
 /** A live run: append-then-stream, and nothing at all after `done`. */
 export class Run {
@@ -54,6 +70,10 @@ export class Run {
   /** Each written frame's stream step, in order: durable (group commit), then broadcast. */
   #queue: Promise<void>[] = [];
   #tail: Promise<void> = Promise.resolve();
+  /** The session's `state` writes, chained: `active`, then the final one. */
+  #state: Promise<void> = Promise.resolve();
+  /** Every message appended so far, durable (`done` is written only after them). */
+  #messages: Promise<void> = Promise.resolve();
 
   constructor(
     options: {
@@ -125,7 +145,7 @@ export class Run {
     const after = options.after;
     this.#record(stamped, true, after && (() => after));
     if (this.#queue.length > WINDOW) await this.#queue.shift();
-    if (frame.type !== "delta") await this.settled();
+    if (!outputOnly(stamped)) await this.settled();
   }
 
   /**
@@ -171,20 +191,43 @@ export class Run {
   }
 
   /**
-   * Sets the session `state` to `active` once (idempotent; nothing once finished). Executable
-   * runs call it right after spawning the agent, so the two fsynced writes overlap the agent's
-   * exec instead of delaying it; every other run calls it before its work starts.
+   * Frames recorded from now on are streamed only once `p` resolves; a failure fails them (EIO),
+   * as a failed group fsync does. What a client saw after a frame is therefore already durable.
+   */
+  #gate(p: Promise<void>): void {
+    const prev = this.#tail;
+    const step = (async () => {
+      await prev;
+      await p;
+    })();
+    step.catch(() => {}); // surfaced by the steps after it and by settled()
+    this.#tail = step;
+  }
+
+  /**
+   * Sets the session `state` to `active` once (idempotent; nothing once finished). The write and
+   * its fsyncs run off the JS thread: the work goes on meanwhile, and every later frame is
+   * streamed only after it (a client that saw one reads `active`). Executable runs call it right
+   * after spawning the agent; every other run before its work starts.
    */
   activate(): void {
     if (this.finished || this.#active) return;
     this.#active = true;
-    setState(this.ref, "active");
+    const p = setStateSoon(this.ref, "active");
+    this.#state = p;
+    this.#gate(p);
   }
 
-  /** Appends a messages.jsonl record for this run; dropped once finished. */
+  /**
+   * Appends a messages.jsonl record for this run (written now, fsynced off the JS thread; later
+   * frames stream once it is durable); dropped once finished.
+   */
   message(record: Record<string, unknown>): void {
     if (this.finished) return;
-    appendMessage(this.ref, { ...record, run: this.id });
+    const p = appendMessageSoon(this.ref, { ...record, run: this.id });
+    this.#messages = this.#messages.then(() => p);
+    this.#messages.catch(() => {}); // surfaced through the gate
+    this.#gate(p);
   }
 
   async #broadcast(frame: Frame, seq: number): Promise<void> {
@@ -207,8 +250,17 @@ export class Run {
     const ts = Date.now() / 1000;
     const done = { type: "done" as const, run: this.id, status, ts };
     const ended: { hook?: void | Promise<void> } = {};
-    this.#record(done, true, () => ended.hook);
-    setState(this.ref, status === "ok" ? "done" : status, { latest: options.latest });
+    // The final state is written after `active` (whatever became of it), its fsyncs overlapping
+    // done's and the host's status write; done streams once all three are through.
+    const final = status === "ok" ? "done" : status;
+    const state = this.#state.catch(() => {}).then(() =>
+      setStateSoon(this.ref, final, { latest: options.latest })
+    );
+    state.catch(() => {}); // surfaced through done's gate
+    this.#state = state;
+    // A stored `done` means the run's messages are stored too (a failure fails done's stream).
+    await this.#messages.catch(() => {});
+    this.#record(done, true, () => Promise.all([ended.hook, state]));
     this.index.finish(this.id, status, ts);
     ended.hook = this.#onEnd?.();
     this.#resolve(status);

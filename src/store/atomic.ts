@@ -1,7 +1,15 @@
 /** The one atomic-replace helper: temp file in the same directory, fsync, rename, directory fsync. */
 import { CtxError, errnoName, toCtxError } from "../abi/errno.ts";
 import { tempName } from "../abi/names.ts";
-import { canWriteNew, syncDirectory, writeNew } from "../sys/newfile.ts";
+import {
+  canWriteNew,
+  closeFd,
+  createNew,
+  openDirectory,
+  syncClose,
+  syncDirectory,
+  writeNew,
+} from "../sys/newfile.ts";
 
 /** Options for {@link replaceFile}. */
 export interface ReplaceOptions {
@@ -99,6 +107,75 @@ export function replaceFile(
       Deno.removeSync(tmp);
     } catch { /* already renamed or never created */ }
     throw e instanceof CtxError ? e : toCtxError(e, path);
+  }
+}
+
+/**
+ * Replaces several files of the directory `dir` together, as {@link replaceFile} does each (temp
+ * written through one fd, fsynced, renamed, then one directory fsync), with the fsyncs off the JS
+ * thread: all temps are fsynced at once on worker threads, then renamed in the order given, then
+ * the directory is fsynced. Each file is whole at every instant (old or new); resolves once all
+ * are durable. `act` runs each step that resolves a name (create, rename, unlink, opening `dir`),
+ * never across an await: the caller's filesystem identity (setfsuid is per thread) applies to it.
+ * Without FFI (tsh) it is the same sequence on the JS thread.
+ */
+export async function replaceFilesSoon(
+  dir: string,
+  files: Record<string, string>,
+  options: { mode: number; act?: <T>(fn: () => T) => T },
+): Promise<void> {
+  const act = options.act ?? ((fn) => fn());
+  if (!canWriteNew()) {
+    act(() => {
+      for (const [name, text] of Object.entries(files)) {
+        replaceFile(`${dir}/${name}`, text, { mode: options.mode });
+      }
+    });
+    return;
+  }
+  const enc = new TextEncoder();
+  const staged: { tmp: string; path: string; fd: number }[] = [];
+  const unstage = () =>
+    act(() => {
+      for (const { tmp } of staged) {
+        try {
+          Deno.removeSync(tmp);
+        } catch { /* renamed already */ }
+      }
+    });
+  try {
+    act(() => {
+      for (const [name, text] of Object.entries(files)) {
+        const path = `${dir}/${name}`;
+        const tmp = tempPath(path);
+        const fd = createNew(tmp, enc.encode(text), { mode: options.mode });
+        if (fd < 0) throw new CtxError(errnoName(-fd), `cannot write ${tmp}`, { path });
+        staged.push({ tmp, path, fd });
+      }
+    });
+  } catch (e) {
+    for (const { fd } of staged) closeFd(fd);
+    unstage();
+    throw e;
+  }
+  const synced = await Promise.all(staged.map(({ fd }) => syncClose(fd)));
+  if (synced.some((r) => r < 0)) {
+    unstage();
+    throw new CtxError("EIO", "fsync failed", { path: dir });
+  }
+  let dfd = -1;
+  try {
+    act(() => {
+      for (const { tmp, path } of staged) Deno.renameSync(tmp, path);
+      dfd = openDirectory(dir);
+    });
+  } catch (e) {
+    unstage();
+    throw toCtxError(e, dir);
+  }
+  if (dfd < 0) throw new CtxError(errnoName(-dfd), "cannot fsync the directory", { path: dir });
+  if (await syncClose(dfd) < 0) {
+    throw new CtxError("EIO", "cannot fsync the directory", { path: dir });
   }
 }
 

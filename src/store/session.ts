@@ -4,7 +4,7 @@ import type { Scope } from "../abi/frames.ts";
 import { sessionBase } from "../abi/layout.ts";
 import { tempName } from "../abi/names.ts";
 import { asUser, currentFsId } from "../sys/fsid.ts";
-import { replaceFile, syncDir, tempPath } from "./atomic.ts";
+import { replaceFile, replaceFilesSoon, syncDir, tempPath } from "./atomic.ts";
 import { GroupCommit } from "./commit.ts";
 import { appendRecord, appendUnsynced, readRecords } from "./jsonl.ts";
 import { checkRegular, readRegularText } from "./regular.ts";
@@ -311,19 +311,30 @@ export function appendEvent(ref: SessionRef, frame: unknown): void {
 const commits = new Map<string, GroupCommit>();
 
 /**
- * Appends one frame to `events.jsonl` now (one write, as the owner) and resolves once it is
- * durable: the fsync is shared with every frame written meanwhile (group commit, off the JS
- * thread). The write's failure throws here; the fsync's rejects the promise (EIO).
+ * Appends one record to the session's `name` (`events.jsonl`, `messages.jsonl`) now (one write,
+ * as the owner) and resolves once it is durable: the fsync is shared with every record written to
+ * that file meanwhile (group commit, off the JS thread). The write's failure throws here; the
+ * fsync's rejects the promise (EIO).
  */
-export function appendEventSoon(ref: SessionRef, frame: unknown): Promise<void> {
-  const path = `${ref.dir}/events.jsonl`;
-  const fd = asOwner(ref, () => appendUnsynced(path, frame, { mode: FILE_MODE[ref.scope] }));
+function appendSoon(ref: SessionRef, name: string, record: unknown): Promise<void> {
+  const path = `${ref.dir}/${name}`;
+  const fd = asOwner(ref, () => appendUnsynced(path, record, { mode: FILE_MODE[ref.scope] }));
   let c = commits.get(path);
   if (!c) commits.set(path, c = new GroupCommit(path));
   const commit = c;
   return commit.sync(fd).finally(() => {
     if (!commit.busy && commits.get(path) === commit) commits.delete(path);
   });
+}
+
+/** One frame appended to `events.jsonl` (see {@link appendSoon}). */
+export function appendEventSoon(ref: SessionRef, frame: unknown): Promise<void> {
+  return appendSoon(ref, "events.jsonl", frame);
+}
+
+/** One record appended to `messages.jsonl` (see {@link appendSoon}). */
+export function appendMessageSoon(ref: SessionRef, record: unknown): Promise<void> {
+  return appendSoon(ref, "messages.jsonl", record);
 }
 
 /** Every record of `events.jsonl`, read as the owner (EIO when it does not parse). */
@@ -430,6 +441,23 @@ export function setState(
     state: `${state}\n`,
     updated_at: nowSecs(),
   });
+}
+
+/**
+ * {@link setState} with its fsyncs off the JS thread (src/store/atomic.ts `replaceFilesSoon`):
+ * resolves once the files are renamed and durable. Two of one session must not overlap (the
+ * recorder chains them).
+ */
+export function setStateSoon(
+  ref: SessionRef,
+  state: SessionState,
+  options: { latest?: string } = {},
+): Promise<void> {
+  return replaceFilesSoon(ref.dir, {
+    ...(options.latest !== undefined ? { "latest.md": options.latest } : {}),
+    state: `${state}\n`,
+    updated_at: nowSecs(),
+  }, { mode: FILE_MODE[ref.scope], act: (fn) => asOwner(ref, fn) });
 }
 
 /** Reads `state` as the owner (missing or unreadable: idle; not a regular file: EIO). */

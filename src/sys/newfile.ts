@@ -22,28 +22,51 @@ export function writeNew(
   bytes: Uint8Array,
   options: { mode: number; uid?: number; gid?: number; sync: boolean },
 ): number {
+  const fd = createNew(path, bytes, options);
+  if (fd < 0) return fd;
+  const s = libc();
+  let err = options.sync && s.fsync(fd) < 0 ? -errno() : 0;
+  if (s.close(fd) < 0 && err === 0) err = -errno();
+  return err;
+}
+
+/**
+ * {@link writeNew} up to the fsync: the open descriptor is returned (or -errno, the file then
+ * closed) for the caller to fsync (e.g. off the JS thread) and close.
+ */
+export function createNew(
+  path: string,
+  bytes: Uint8Array,
+  options: { mode: number; uid?: number; gid?: number },
+): number {
   if (!ffiGranted()) return -ENOSYS;
   const s = libc();
   const fd = s.open(new TextEncoder().encode(path + "\0"), CREATE, options.mode);
   if (fd < 0) return -errno();
-  let err = 0;
-  try {
-    let off = 0;
-    while (off < bytes.length) {
-      const n = s.write(fd, bytes.subarray(off), BigInt(bytes.length - off));
-      if (n < 0) return err = -errno();
-      off += n;
-    }
-    // chown before chmod: a chown clears set-id bits; fchmod also undoes the umask.
-    if (options.uid !== undefined && options.gid !== undefined) {
-      if (s.fchown(fd, options.uid, options.gid) < 0) return err = -errno();
-    }
-    if (s.fchmod(fd, options.mode) < 0) return err = -errno();
-    if (options.sync && s.fsync(fd) < 0) return err = -errno();
-    return 0;
-  } finally {
-    if (s.close(fd) < 0 && err === 0) err = -errno();
+  const fail = () => {
+    const err = -errno();
+    s.close(fd);
+    return err;
+  };
+  let off = 0;
+  while (off < bytes.length) {
+    const n = s.write(fd, bytes.subarray(off), BigInt(bytes.length - off));
+    if (n < 0) return fail();
+    off += n;
   }
+  // chown before chmod: a chown clears set-id bits; fchmod also undoes the umask.
+  if (options.uid !== undefined && options.gid !== undefined) {
+    if (s.fchown(fd, options.uid, options.gid) < 0) return fail();
+  }
+  if (s.fchmod(fd, options.mode) < 0) return fail();
+  return fd;
+}
+
+/** The directory `path` opened as {@link syncDirectory} opens it: an fd or -errno (-ENOSYS without FFI). */
+export function openDirectory(path: string): number {
+  if (!ffiGranted()) return -ENOSYS;
+  const fd = libc().open(new TextEncoder().encode(path + "\0"), DIR, 0);
+  return fd < 0 ? -errno() : fd;
 }
 
 /**
@@ -52,11 +75,25 @@ export function writeNew(
  * the caller takes the path-based route).
  */
 export function syncDirectory(path: string): number {
-  if (!ffiGranted()) return -ENOSYS;
+  const fd = openDirectory(path);
+  if (fd < 0) return fd;
   const s = libc();
-  const fd = s.open(new TextEncoder().encode(path + "\0"), DIR, 0);
-  if (fd < 0) return -errno();
   const err = s.fsync(fd) < 0 ? -errno() : 0;
   s.close(fd);
   return err;
+}
+
+/** close(2) of an fd {@link createNew} or {@link openDirectory} returned. */
+export function closeFd(fd: number): void {
+  libc().close(fd);
+}
+
+/**
+ * fsyncs `fd` on a worker thread (the JS thread goes on), then closes it: 0, or -5 (EIO) when the
+ * fsync failed (errno is thread-local, unreadable after a nonblocking call).
+ */
+export async function syncClose(fd: number): Promise<number> {
+  const r = await libc().fsync_async(fd);
+  libc().close(fd);
+  return r < 0 ? -5 : 0;
 }
