@@ -11,7 +11,7 @@ import {
   receiptLive,
   startTime,
 } from "../../src/sandbox/mod.ts";
-import { gateFds, inheriting } from "../../src/sandbox/launch.ts";
+import { gateFds, inheriting, spawnSandbox } from "../../src/sandbox/launch.ts";
 import { close, F, fcntl } from "../../src/sys/libc.ts";
 
 async function dirs() {
@@ -256,6 +256,34 @@ Deno.test("inheriting(): the fds are inheritable during the spawn only, close-on
   } finally {
     close(a);
     close(b);
+    await Deno.remove(base, { recursive: true });
+  }
+});
+
+Deno.test("spawnSandbox() (an executable agent's step) binds a workspace fd the same way: the command sees fds 0-2 and its own, the host's fd is close-on-exec again", async () => {
+  const base = await dirs();
+  Deno.chmodSync(`${base}/ws`, 0o700);
+  Deno.chownSync(`${base}/ws`, 65534, 65534);
+  Deno.writeTextFileSync(`${base}/ws/seen`, "here\n");
+  const ws = openDir(`${base}/ws`);
+  try {
+    const sbx = spawnSandbox({
+      ...spec(base, ["/bin/bash", "-c", "ls /proc/self/fd; cat /workspace/seen"]),
+      uid: 65534,
+      gid: 65534,
+      workspace: { fd: ws },
+    }, { stderr: "piped" });
+    assert(cloexec(ws));
+    await sbx.child.stdin.close();
+    const out = await sbx.child.output();
+    sbx.cleanup();
+    assertEquals(
+      [out.code, new TextDecoder().decode(out.stdout)],
+      [0, "0\n1\n2\n3\nhere\n"],
+      new TextDecoder().decode(out.stderr),
+    );
+  } finally {
+    close(ws);
     await Deno.remove(base, { recursive: true });
   }
 });
