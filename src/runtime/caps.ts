@@ -58,10 +58,6 @@ export type CapName = typeof CAP_NAMES[number];
  */
 export const INSTANCE_CAPS: readonly CapName[] = [
   "chown", // home/<uid> made by root for a uid's first session is given to it (claimDir)
-  // a step's gate (bash, as uid 0) reopens the peer's workspace through /proc/<instance>/fd/<n>
-  // for bwrap --bind-fd: that open needs read permission on the directory, and a user's cwd is
-  // often one only that user may read (a 0700 home)
-  "dac_read_search",
   "kill", // a peer or step of another uid: pidfd_send_signal liveness, SIGTERM/SIGKILL of steps
   "setgid", // setfsgid/setgroups per session owner; setpriv --regid/--groups for a step
   "setuid", // setfsuid per session owner; setpriv --reuid for a step

@@ -1,6 +1,7 @@
 /** Runs a profile under bubblewrap: no fd above 2 leaks in, and a --block-fd gate holds the command until the receipt is recorded. */
-import { CtxError } from "../abi/errno.ts";
-import { FIRST_FD, type HostLayout, hostLayout, profile, type SandboxSpec } from "./profile.ts";
+import { CtxError, errnoName } from "../abi/errno.ts";
+import { F, fcntl } from "../sys/libc.ts";
+import { type HostLayout, hostLayout, profile, type SandboxSpec } from "./profile.ts";
 import { bootId, type Receipt, receiptLive, startTime } from "./receipt.ts";
 
 /** Options for {@link launch}. */
@@ -32,29 +33,81 @@ export interface LaunchResult {
   truncated: boolean;
 }
 
-/** bash: closes every fd above 2 this shell inherited (not every fd is close-on-exec). */
-export const CLOSE_FDS =
-  `for p in /proc/$$/fd/*; do n=\${p##*/}; if [ "$n" -gt 2 ]; then exec {n}>&-; fi; done`;
+/** bash: closes every fd above 2 this shell inherited (not every fd is close-on-exec) but `keep`. */
+export function closeFds(keep: readonly number[] = []): string {
+  const spare = keep.map((fd) => ` && [ "$n" != ${fd} ]`).join("");
+  return `for p in /proc/$$/fd/*; do n=\${p##*/}; if [ "$n" -gt 2 ]${spare}; then exec {n}>&-; fi; done`;
+}
+
+/** The fds bwrap gets its --info-fd and --block-fd on: the two lowest above 2 that `fds` leave free. */
+export function gateFds(fds: readonly number[]): { info: number; block: number } {
+  const free: number[] = [];
+  for (let n = 3; free.length < 2; n++) if (!fds.includes(n)) free.push(n);
+  return { info: free[0], block: free[1] };
+}
 
 /**
- * The gate script. It closes every inherited fd above 2 (Deno's node:net listener is not
- * close-on-exec: platform-notes), sets the umask spawned processes get (never the daemon's: the
- * mount serves with umask 0), makes fd 3 (bwrap --info-fd) a copy of stdout and fd 4 (--block-fd)
- * a copy of stdin, and opens each host fd of the profile through `/proc/<launcher>/fd/<n>` (a
- * magic link: the very file the host checked, no path walked) as fd 5, 6, ... for bwrap's
- * `--bind-fd`. bwrap closes 3, 4 and each bound fd in the child, so the command starts with
- * exactly fds 0-2.
+ * The gate script. Each host fd of the profile reaches it inherited at its own number (see
+ * {@link inheriting}; ctxterm's posix_spawn passes them the same way), and bwrap's `--bind-fd`
+ * names it by that number: nothing is renumbered (bash's redirection onto an fd that is open
+ * keeps a copy at the lowest free fd from 10 and closes that number after: `exec 10<&6 11<&5`
+ * with 10 open loses 11), and no path is opened (reopening a 0700 directory through /proc needed
+ * CAP_DAC_READ_SEARCH). The gate checks that each is open, closes every other fd above 2 (Deno's
+ * node:net listener is not close-on-exec: platform-notes), sets the umask spawned processes get
+ * (never the daemon's: the mount serves with umask 0), and makes the info fd (bwrap --info-fd) a
+ * copy of stdout and the block fd (--block-fd) a copy of stdin ({@link gateFds}). bwrap closes
+ * those and each bound fd in the child, so the command starts with exactly fds 0-2. The numbers
+ * come from our own profile, never from a peer.
  */
 export function gate(
   fds: readonly number[],
   options: { umask?: number; gated?: boolean } = {},
 ): string {
-  const opens = fds.map((h, i) => ` ${FIRST_FD + i}</proc/${Deno.pid}/fd/${h}`).join("");
+  for (const fd of fds) {
+    if (!Number.isInteger(fd) || fd <= 2) {
+      throw new CtxError("EINVAL", `cannot hand fd ${fd} to the sandbox: not an fd above 2`);
+    }
+  }
   const mask = (options.umask ?? 0o022).toString(8).padStart(4, "0");
-  const info = options.gated ?? true ? " 3>&1 4<&0" : "";
-  // A redirection that fails leaves bash running without that fd: stop there (bwrap would start
-  // with fd 3 or a bound fd missing, and its half-built sandbox would hold our pipes open).
-  return `${CLOSE_FDS}\numask ${mask}\nexec${info}${opens} || exit 126\nexec "$@"`;
+  const { info, block } = gateFds(fds);
+  // A duplication that fails (an fd that is not open) stops the gate: bwrap would start without
+  // it, and its half-built sandbox would hold our pipes open. `<&n` only duplicates: no open.
+  return [
+    ...(fds.length ? [`true${fds.map((fd) => ` <&${fd}`).join("")} || exit 126`] : []),
+    closeFds(fds),
+    `umask ${mask}`,
+    ...(options.gated ?? true ? [`exec ${info}>&1 ${block}<&0 || exit 126`] : []),
+    `exec "$@"`,
+  ].join("\n");
+}
+
+/**
+ * Calls `spawn`, which must fork and exec before it returns (`Deno.Command#spawn` does, on this
+ * thread), with `fds` inheritable: their FD_CLOEXEC is cleared for the call and set again right
+ * after it, in a `finally` (a failed spawn too). Deno.Command cannot pass an fd otherwise.
+ *
+ * Nothing else can inherit them meanwhile: the window is synchronous JS on the one thread that
+ * spawns. In a runtime instance (and in ctx and ctxterm) every spawn (Deno.Command,
+ * node:child_process) runs on the JS thread; there is no Worker (the only one, the FUSE mount's
+ * in src/fuse/thread.ts, runs in the host cortexfsd, which never calls this); FFI calls marked
+ * nonblocking (poll, fsync, umount2, waitpid) run on Deno's blocking pool and never fork. A
+ * process that did fork from another thread must not use this. ctxterm's PTY spawn does not: its
+ * posix_spawn clears FD_CLOEXEC in the child only (src/sys/pty.ts).
+ */
+export function inheriting<T>(fds: readonly number[], spawn: () => T): T {
+  const cleared: number[] = [];
+  try {
+    for (const fd of fds) {
+      const r = fcntl(fd, F.SETFD, 0);
+      if (r < 0) throw new CtxError(errnoName(-r), `cannot hand fd ${fd} to the sandbox`);
+      cleared.push(fd);
+    }
+    return spawn();
+  } finally {
+    // Always close-on-exec after, whatever it was: an fd of a profile is never for another
+    // spawn. F_SETFD fails only on an fd that is not open (EBADF), which nothing can inherit.
+    for (const fd of cleared) fcntl(fd, F.SETFD, F.FD_CLOEXEC);
+  }
 }
 
 let cachedLayout: HostLayout | undefined;
@@ -70,7 +123,7 @@ export function launchArgv(
     /** setsid inside (default true); a PTY session passes false to keep its controlling tty. */
     newSession?: boolean;
   },
-): { argv: string[]; data: Record<string, string> } {
+): { argv: string[]; data: Record<string, string>; fds: number[] } {
   const p = profile(spec, options);
   const gated = options.gated ?? true;
   const argv = ["/bin/bash", "-c", gate(p.fds, { gated }), "cortexfs-gate"];
@@ -89,9 +142,14 @@ export function launchArgv(
       `cannot run agent uid ${spec.uid} from uid ${Deno.uid()} without root`,
     );
   }
-  argv.push("bwrap", ...p.args, ...(gated ? ["--info-fd", "3", "--block-fd", "4"] : []));
+  const { info, block } = gateFds(p.fds);
+  argv.push(
+    "bwrap",
+    ...p.args,
+    ...(gated ? ["--info-fd", `${info}`, "--block-fd", `${block}`] : []),
+  );
   argv.push("--", ...p.command);
-  return { argv, data: p.data };
+  return { argv, data: p.data, fds: p.fds };
 }
 
 /** A sandboxed process whose stdio the caller drives (an executable agent's step). */
@@ -122,19 +180,20 @@ export function spawnSandbox(
   };
   try {
     Deno.chmodSync(dataDir, 0o711); // bwrap runs as the agent uid: it reads these files
-    const { argv, data } = launchArgv(spec, { dataDir, layout, gated: false });
+    const { argv, data, fds } = launchArgv(spec, { dataDir, layout, gated: false });
     for (const [name, text] of Object.entries(data)) {
       Deno.writeTextFileSync(`${dataDir}/${name}`, text, { mode: 0o444 });
       Deno.chmodSync(`${dataDir}/${name}`, 0o444);
     }
-    const child = new Deno.Command(setsidPath(), {
+    const command = new Deno.Command(setsidPath(), {
       args: argv,
       clearEnv: true,
       env: { PATH: "/usr/bin:/bin" },
       stdin: "piped",
       stdout: "piped",
       stderr: options.stderr ?? "null",
-    }).spawn();
+    });
+    const child = inheriting(fds, () => command.spawn());
     return { child, cleanup };
   } catch (e) {
     cleanup();
@@ -217,7 +276,7 @@ export async function launch(
   try {
     // bwrap runs as the agent uid: it must be able to read the synthetic passwd/group.
     await Deno.chmod(dataDir, 0o711);
-    const { argv, data } = launchArgv(spec, {
+    const { argv, data, fds } = launchArgv(spec, {
       dataDir,
       layout,
       dieWithParent: options.dieWithParent,
@@ -226,14 +285,15 @@ export async function launch(
       await Deno.writeTextFile(`${dataDir}/${name}`, text, { mode: 0o444 });
       await Deno.chmod(`${dataDir}/${name}`, 0o444);
     }
-    const child = new Deno.Command(argv[0], {
+    const command = new Deno.Command(argv[0], {
       args: argv.slice(1),
       clearEnv: true,
       env: { PATH: "/usr/bin:/bin" },
       stdin: "piped",
       stdout: "piped",
       stderr: "piped",
-    }).spawn();
+    });
+    const child = inheriting(fds, () => command.spawn());
     let receipt: Receipt | undefined;
     // Kill the sandbox init only: bwrap, its parent, reaps it and then exits, so once
     // child.status resolves the whole namespace is gone (killing bwrap too would orphan the

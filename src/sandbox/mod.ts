@@ -2,7 +2,6 @@
 export { agentEnv, ALLOWLIST, type EnvView, pickAllowed, SHELL_PATH, TSH_ENV } from "./env.ts";
 export {
   type Bind,
-  FIRST_FD,
   type HostLayout,
   hostLayout,
   type Profile,

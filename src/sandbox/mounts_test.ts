@@ -83,7 +83,7 @@ Deno.test("planView() binds mount lines parents first, maps /ctx sources, replac
       `${t}/data`,
       "/srv/data/deep",
       "--ro-bind-fd",
-      "5",
+      "9",
       "/workspace/.git",
       "--chdir",
       "/srv/data",

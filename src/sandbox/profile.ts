@@ -88,12 +88,12 @@ export interface Profile {
   command: string[];
   /** Files the launcher writes under dataDir before spawning: name -> content. */
   data: Record<string, string>;
-  /** Host fds the launcher hands bwrap, in order: the i-th is fd {@link FIRST_FD} + i in bwrap. */
+  /**
+   * Host fds bwrap is handed (`--bind-fd <n>`), at their own numbers: the launcher's spawn must
+   * pass each one open at that number (src/sandbox/launch.ts `inheriting`, `gate`).
+   */
   fds: number[];
 }
-
-/** bwrap's fd for the first of {@link Profile.fds} (0-2 are stdio, 3 and 4 the info and block fds). */
-export const FIRST_FD = 5;
 
 const SAFE_ETC = [
   "alternatives",
@@ -204,7 +204,13 @@ export function profile(spec: SandboxSpec, options: ProfileOptions): Profile {
   a.push("--ro-bind", absolute(spec.ctx, "ctx root"), "/ctx");
   a.push("--bind", absolute(spec.home, "home"), "/home/agent");
   const fds: number[] = [];
-  const fd = (host: number) => String(FIRST_FD + fds.push(host) - 1);
+  const fd = (host: number) => {
+    if (!Number.isInteger(host) || host <= 2) {
+      throw new CtxError("EINVAL", `sandbox fd ${host} is not an fd above 2`);
+    }
+    fds.push(host);
+    return String(host);
+  };
   const ro = spec.workspaceMode === "ro";
   if (typeof spec.workspace === "string") {
     a.push(ro ? "--ro-bind" : "--bind", absolute(spec.workspace, "workspace"), "/workspace");

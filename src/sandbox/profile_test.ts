@@ -61,13 +61,13 @@ Deno.test("profile() builds the whole bwrap argv: namespaces, read-only system, 
     "/s/current/home/0/agent/coder",
     "/home/agent",
     "--bind-fd",
-    "5",
+    "17",
     "/workspace",
     "--ro-bind-fd",
-    "6",
+    "18",
     "/workspace/.git",
     "--ro-bind-fd",
-    "7",
+    "19",
     "/workspace/lib/.git",
     "--tmpfs",
     "/home/agent/session",
@@ -87,7 +87,8 @@ Deno.test("profile() builds the whole bwrap argv: namespaces, read-only system, 
       "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
     group: "agent:x:1000:\ng27:x:27:agent\nnogroup:x:65534:\n",
   });
-  // The host fds in bwrap's order: fd 5 is the workspace, 6 and 7 the protected .git entries.
+  // The host fds, named by their own numbers: 17 is the workspace, 18 and 19 the protected .git
+  // entries (the launcher's spawn passes them at these numbers).
   assertEquals(p.fds, [17, 18, 19]);
 });
 

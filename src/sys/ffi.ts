@@ -94,6 +94,7 @@ const SYMBOLS = {
     result: "i32",
   },
   posix_spawn_file_actions_adddup2: { parameters: ["buffer", "i32", "i32"], result: "i32" },
+  posix_spawn_file_actions_addclose: { parameters: ["buffer", "i32"], result: "i32" },
   posix_spawn_file_actions_addclosefrom_np: { parameters: ["buffer", "i32"], result: "i32" },
   posix_spawn_file_actions_addchdir_np: { parameters: ["buffer", "buffer"], result: "i32" },
   sigemptyset: { parameters: ["buffer"], result: "i32" },

@@ -74,6 +74,11 @@ export interface SpawnSpec {
   cwd?: string;
   /** The slave device path the child opens as fds 0-2 (its controlling terminal). */
   tty: string;
+  /**
+   * Fds (above 2) the child inherits at their own numbers, close-on-exec or not here: a sandbox
+   * gate's (src/sandbox/launch.ts `gate`), which closes every other fd it finds.
+   */
+  inherit?: readonly number[];
 }
 
 function ptrArray(strings: string[]): { array: Uint8Array; keep: Uint8Array[] } {
@@ -83,13 +88,27 @@ function ptrArray(strings: string[]): { array: Uint8Array; keep: Uint8Array[] } 
   return { array: new Uint8Array(ptrs.buffer), keep };
 }
 
+/** The fds from 3 up to the highest of `keep` that are not in it. */
+function gaps(keep: readonly number[]): number[] {
+  const out: number[] = [];
+  for (let fd = 3; fd < Math.max(0, ...keep); fd++) if (!keep.includes(fd)) out.push(fd);
+  return out;
+}
+
 /**
  * posix_spawn(3) of `spec` as the leader of a new session (POSIX_SPAWN_SETSID: glibc runs setsid
  * before the file actions) whose fd 0 is the slave opened by name (so it becomes the session's
  * controlling terminal), dup'd to 1 and 2; every other fd closed; signal mask empty and every
  * disposition default (Deno ignores SIGPIPE: a shell must not inherit that). The pid, or -errno.
+ * `spec.inherit` stay open, at their numbers: only in the child, where a dup2 onto itself clears
+ * FD_CLOEXEC (glibc >= 2.29, Austin Group issue 411; an older one would leave them closed at the
+ * exec, and the sandbox gate fail closed), so here they never stop being close-on-exec, and no
+ * other spawn can inherit them. Every other fd above 2 is closed (a close of one that is not open
+ * is no error to glibc).
  */
 export function spawnOnPty(spec: SpawnSpec): number {
+  const keep = spec.inherit ?? [];
+  if (keep.some((fd) => !Number.isInteger(fd) || fd <= 2)) return -22; // EINVAL
   const attr = new Uint8Array(SPAWNATTR_SIZE);
   const fa = new Uint8Array(FILE_ACTIONS_SIZE);
   const empty = new Uint8Array(SIGSET_SIZE), full = new Uint8Array(SIGSET_SIZE);
@@ -110,7 +129,9 @@ export function spawnOnPty(spec: SpawnSpec): number {
       () => sym.posix_spawn_file_actions_addopen(fa, 0, cstr(spec.tty), O.RDWR, 0),
       () => sym.posix_spawn_file_actions_adddup2(fa, 0, 1),
       () => sym.posix_spawn_file_actions_adddup2(fa, 0, 2),
-      () => sym.posix_spawn_file_actions_addclosefrom_np(fa, 3),
+      ...keep.map((fd) => () => sym.posix_spawn_file_actions_adddup2(fa, fd, fd)),
+      ...gaps(keep).map((fd) => () => sym.posix_spawn_file_actions_addclose(fa, fd)),
+      () => sym.posix_spawn_file_actions_addclosefrom_np(fa, Math.max(2, ...keep) + 1),
       ...(spec.cwd ? [() => sym.posix_spawn_file_actions_addchdir_np(fa, cstr(spec.cwd!))] : []),
     ];
     for (const step of steps) {

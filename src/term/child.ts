@@ -46,6 +46,8 @@ export interface ChildSpec {
   env: Record<string, string>;
   cwd?: string;
   size: WinSize;
+  /** Fds the program inherits at their own numbers (a sandbox gate's: see spawnOnPty). */
+  inherit?: readonly number[];
 }
 
 /** The executable `name` resolves to through `path` (like execvp), or ENOENT. */
@@ -95,7 +97,14 @@ export class PtyChild {
     let pid: number;
     try {
       const path = resolveCommand(spec.argv[0], spec.env.PATH);
-      pid = spawnOnPty({ path, argv: spec.argv, env: spec.env, cwd: spec.cwd, tty: pair.name });
+      pid = spawnOnPty({
+        path,
+        argv: spec.argv,
+        env: spec.env,
+        cwd: spec.cwd,
+        tty: pair.name,
+        inherit: spec.inherit,
+      });
       if (pid < 0) {
         throw new CtxError(errnoName(-pid), `cannot start ${path} (errno ${-pid})`);
       }

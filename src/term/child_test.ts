@@ -1,8 +1,9 @@
 import { assertEquals } from "../../tests/assert.ts";
+import { close, F, fcntl, O, open } from "../sys/libc.ts";
 import { PtyChild } from "./child.ts";
 
-async function run(argv: string[], size = { rows: 7, cols: 33 }) {
-  const c = PtyChild.start({ argv, env: { PATH: "/usr/bin:/bin", TERM: "dumb" }, size });
+async function run(argv: string[], size = { rows: 7, cols: 33 }, inherit?: number[]) {
+  const c = PtyChild.start({ argv, env: { PATH: "/usr/bin:/bin", TERM: "dumb" }, size, inherit });
   let out = "";
   const pumped = c.pump((b) => void (out += new TextDecoder().decode(b)));
   const st = await c.exited;
@@ -57,4 +58,28 @@ Deno.test("PtyChild.resize reaches the program as SIGWINCH", async () => {
   await pumped;
   await c.close();
   assertEquals(out.includes("50 132"), true, out);
+});
+
+Deno.test("PtyChild passes the fds asked for at their own numbers (close-on-exec here, before and after), no other", async () => {
+  const enc = new TextEncoder();
+  const a = open(enc.encode("/tmp\0"), O.PATH | O.DIRECTORY);
+  const b = open(enc.encode("/etc\0"), O.PATH | O.DIRECTORY);
+  const other = open(enc.encode("/usr\0"), O.PATH | O.DIRECTORY);
+  try {
+    fcntl(other, F.SETFD, 0); // even one that is not close-on-exec stays here
+    const r = await run(
+      ["/bin/bash", "-c", `readlink /proc/$$/fd/${a} /proc/$$/fd/${b}; ls -1 /proc/$$/fd; true`],
+      undefined,
+      [a, b],
+    );
+    assertEquals(r.out.split("\r\n").filter((l) => l), [
+      "/tmp",
+      "/etc",
+      ...["0", "1", "2", String(a), String(b)].sort(),
+    ]);
+    // posix_spawn cleared close-on-exec in the child only.
+    assertEquals([fcntl(a, F.GETFD), fcntl(b, F.GETFD)], [F.FD_CLOEXEC, F.FD_CLOEXEC]);
+  } finally {
+    for (const fd of [a, b, other]) close(fd);
+  }
 });

@@ -102,7 +102,7 @@ export async function ctxtermMain(
   if (owner !== undefined && !(Number.isInteger(owner) && owner >= 0)) {
     throw new CtxError("EINVAL", `--owner "${opt.owner}" is not a uid`);
   }
-  let program: { argv: string[]; env: Record<string, string> } = {
+  let program: { argv: string[]; env: Record<string, string>; inherit?: number[] } = {
     argv: cmd,
     env: { TERM: "xterm-256color", ...pickAllowed(env) },
   };
@@ -130,7 +130,7 @@ export async function ctxtermMain(
       workspace: wsFd === undefined ? opt.workspace : { fd: wsFd },
       env,
     });
-    program = { argv: shell.argv, env: shell.env };
+    program = { argv: shell.argv, env: shell.env, inherit: shell.fds };
     // A root-run terminal writes the session's files as the agent identity owning them.
     if (Deno.uid() === 0 && shell.as.uid !== 0) as = shell.as;
     cleanup = shell.cleanup;
@@ -145,6 +145,7 @@ export async function ctxtermMain(
     cleanup,
     argv: program.argv,
     env: program.env,
+    inherit: program.inherit,
     cwd: opt.cwd,
     shownCwd,
     shownCommand,

@@ -27,6 +27,8 @@ export interface TerminalOptions {
   /** The program and its whole environment. */
   argv: string[];
   env: Record<string, string>;
+  /** Fds the program inherits at their own numbers (a sandbox gate's: the view's). */
+  inherit?: readonly number[];
   /** Host working directory of the program (default: ours). */
   cwd?: string;
   /** The cwd the resource shows (`/workspace` for a sandboxed shell); default `cwd`. */
@@ -91,7 +93,13 @@ export async function runTerminal(o: TerminalOptions): Promise<number> {
   const rec = o.record ? Recorder.create(o.record, meta, { as: o.as }) : null;
   let child: PtyChild;
   try {
-    child = PtyChild.start({ argv: o.argv, env: o.env, cwd: o.cwd, size: o.size });
+    child = PtyChild.start({
+      argv: o.argv,
+      env: o.env,
+      cwd: o.cwd,
+      size: o.size,
+      inherit: o.inherit,
+    });
   } catch (e) {
     const err = toCtxError(e);
     rec?.setState("error", { error: `${err.errno}: ${err.message}`, ended_at: unix() });

@@ -35,6 +35,8 @@ export interface AgentShell {
   argv: string[];
   /** The launcher's own environment (bwrap builds the sandbox's from empty: --clearenv). */
   env: Record<string, string>;
+  /** The view's fds the gate in `argv` takes over: the spawn must pass them at these numbers. */
+  fds: number[];
   /** The identity session files are written as (the agent's). */
   as: FsId;
   /** Closes the view's fds and removes the synthetic passwd/group. */
@@ -49,7 +51,7 @@ const DENO_ENV = { DENO_DIR: "/tmp/.deno", DENO_NO_UPDATE_CHECK: "1" };
  * /workspace (rw, `.git` ro), HOME=/home/agent backed by the agent home, an empty environment
  * plus the allowlist, no `--new-session` (the shell keeps the PTY as its controlling terminal),
  * `--die-with-parent` (it ends with ctxterm). The view is prepared here, in the process that
- * spawns bwrap: the gate reopens the view's fds through `/proc/<this pid>/fd/<n>`.
+ * spawns bwrap: the gate inherits the view's fds (`fds`, passed by the PTY spawn).
  */
 export async function agentShell(p: ShellPlan): Promise<AgentShell> {
   await requireSandbox();
@@ -73,7 +75,7 @@ export async function agentShell(p: ShellPlan): Promise<AgentShell> {
       uid: p.uid,
       ctxPath: agent.path,
     });
-    const { argv, data } = launchArgv({
+    const { argv, data, fds } = launchArgv({
       ...view.spec,
       nprocHeadroom: TSH_NPROC_HEADROOM,
       env: { ...env, ...DENO_ENV },
@@ -91,6 +93,7 @@ export async function agentShell(p: ShellPlan): Promise<AgentShell> {
     return {
       argv,
       env: { PATH: "/usr/bin:/bin" },
+      fds,
       as: { uid: agent.uid, gid: agent.gid, groups: agent.groups },
       cleanup,
     };

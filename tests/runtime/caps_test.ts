@@ -22,7 +22,7 @@ const root = Deno.uid() === 0;
 const NOBODY = 65534;
 
 /** What an instance keeps (spec/runtime.md "What still needs root"), in capability order. */
-const KEPT = ["chown", "dac_read_search", "kill", "setgid", "setuid", "sys_ptrace", "setfcap"];
+const KEPT = ["chown", "kill", "setgid", "setuid", "sys_ptrace", "setfcap"];
 const INSTANCE: CapSets = { inh: [], prm: KEPT, eff: KEPT, bnd: KEPT, amb: [], nnp: true };
 
 /** The threads of `pid`, each with its capability sets. */
@@ -46,7 +46,7 @@ function instancePid(tree: Tree, agent: string): number {
 
 Deno.test({
   name:
-    "a root host's instances keep only chown, dac_read_search, kill, setgid, setuid, sys_ptrace and setfcap (bounding, permitted, effective; every thread; no_new_privs); steps run as the agent identity with none; turns with a tool call work for a root agent and a uid's own",
+    "a root host's instances keep only chown, kill, setgid, setuid, sys_ptrace and setfcap (bounding, permitted, effective; every thread; no_new_privs); steps run as the agent identity with none; turns with a tool call work for a root agent and a uid's own",
   ignore: !root,
   async fn() {
     const tree = await makeTree();
@@ -69,8 +69,9 @@ Deno.test({
       // for its /proc) and its own agent (setpriv --reuid/--regid, kill to end its steps).
       const n = await asNobody(["agent", "send", "n", "call", "tools"]);
       assertEquals([n.code, n.stdout], [0, "observed ok\n"], n.stderr);
-      // From a directory only that uid may read (a 0700 home, say): the step's gate, uid 0,
-      // reopens it through /proc for bwrap --bind-fd (dac_read_search).
+      // From a directory only that uid may read (a 0700 home, say): the step's gate, uid 0 without
+      // dac_read_search, inherits the workspace fd for bwrap --bind-fd (a reopen through /proc
+      // failed: Permission denied).
       const own = `${tree.dir}/own`;
       Deno.mkdirSync(own, { mode: 0o700 });
       Deno.chownSync(own, NOBODY, NOBODY);

@@ -6,10 +6,13 @@ import {
   doctor,
   gate,
   launch,
+  openDir,
   type Receipt,
   receiptLive,
   startTime,
 } from "../../src/sandbox/mod.ts";
+import { gateFds, inheriting, spawnSandbox } from "../../src/sandbox/launch.ts";
+import { close, F, fcntl } from "../../src/sys/libc.ts";
 
 async function dirs() {
   const base = await Deno.makeTempDir({ prefix: "cortexfs-sbx-test-" });
@@ -105,9 +108,8 @@ Deno.test("doctor() reports that bubblewrap can create user and pid namespaces h
   assert(r.bwrap?.startsWith("bubblewrap "));
 });
 
-Deno.test("the gate stops when a descriptor it hands over cannot be opened: exit 126, the command never runs", async () => {
-  // fd 9999 of this process is not open: its /proc magic link cannot be reopened (as a 0700
-  // workspace cannot be by a launcher without the right to read it).
+Deno.test("the gate stops when a descriptor it hands over is not open: exit 126, the command never runs", async () => {
+  // fd 9999 is not open here: nothing was inherited at that number.
   const out = await new Deno.Command("/bin/bash", {
     args: ["-c", gate([9999]), "cortexfs-gate", "echo", "ran"],
     stdin: "null",
@@ -116,5 +118,172 @@ Deno.test("the gate stops when a descriptor it hands over cannot be opened: exit
   }).output();
   const err = new TextDecoder().decode(out.stderr);
   assertEquals([out.code, new TextDecoder().decode(out.stdout)], [126, ""], err);
-  assert(err.includes(`/proc/${Deno.pid}/fd/9999`), err);
+  assert(err.includes("9999: Bad file descriptor"), err);
+  // Only fds above stdio, never a number that is not one.
+  for (const bad of [0, 2, -1, 5.5, NaN]) {
+    assertEquals(errnoOf(() => gate([bad])), "EINVAL", String(bad));
+  }
+});
+
+Deno.test("the gate keeps the fds it hands over at their own numbers (3 and 4 too: info and block go to the next free) and closes every other", async () => {
+  const base = await dirs();
+  try {
+    assertEquals(gateFds([4, 3]), { info: 5, block: 6 });
+    assertEquals(gateFds([]), { info: 3, block: 4 });
+    // The outer bash leaves ws at fd 4, home at fd 3 and a stray fd 8 inheritable, then execs
+    // the gate for [4, 3].
+    const out = await new Deno.Command("/bin/bash", {
+      args: [
+        "-c",
+        `exec 4<"$1/ws" 3<"$1/home" 8<"$1/ctx"; shift; exec "$@"`,
+        "outer",
+        base,
+        "/bin/bash",
+        "-c",
+        gate([4, 3]),
+        "cortexfs-gate",
+        "/bin/bash",
+        "-c",
+        "readlink /proc/$$/fd/4; readlink /proc/$$/fd/3; ls /proc/$$/fd; true",
+      ],
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    const err = new TextDecoder().decode(out.stderr);
+    assertEquals(
+      [out.code, new TextDecoder().decode(out.stdout)],
+      [0, `${base}/ws\n${base}/home\n0\n1\n2\n3\n4\n5\n6\n`],
+      err,
+    );
+  } finally {
+    await Deno.remove(base, { recursive: true });
+  }
+});
+
+/** The errno of what `f` throws. */
+function errnoOf(f: () => unknown): string | undefined {
+  try {
+    f();
+  } catch (e) {
+    return (e as { errno?: string }).errno;
+  }
+  return undefined;
+}
+
+/** True when `fd` of this process is close-on-exec (its fdinfo flags, octal, have O_CLOEXEC). */
+function cloexec(fd: number): boolean {
+  const flags = /^flags:\s*([0-7]+)$/m.exec(Deno.readTextFileSync(`/proc/self/fdinfo/${fd}`));
+  assert(flags, `no flags for fd ${fd}`);
+  const byFcntl = fcntl(fd, F.GETFD) === F.FD_CLOEXEC;
+  const byInfo = (parseInt(flags[1], 8) & 0o2000000) !== 0;
+  assertEquals(byFcntl, byInfo, `fd ${fd}`);
+  return byInfo;
+}
+
+Deno.test("a workspace fd and a protect fd reach bwrap (a 0700 directory of another uid) and nothing of them the command: ls /proc/self/fd sees 0-2 and its own", async () => {
+  const base = await dirs();
+  // A directory only its owner may read, as a user's cwd often is.
+  Deno.chmodSync(`${base}/ws`, 0o700);
+  Deno.chownSync(`${base}/ws`, 65534, 65534);
+  Deno.mkdirSync(`${base}/ws/.git`);
+  Deno.chownSync(`${base}/ws/.git`, 65534, 65534);
+  const server = net.createServer(); // a leaked non-close-on-exec fd beside the passed ones
+  await new Promise<void>((ok) => server.listen(`${base}/leak.sock`, ok));
+  const ws = openDir(`${base}/ws`), git = openDir(`${base}/ws/.git`);
+  try {
+    const r = await launch({
+      ...spec(base, [
+        "/bin/bash",
+        "-c",
+        "ls /proc/self/fd; ls -a /workspace; touch /workspace/new; touch /workspace/.git/x || echo ro; ls /workspace",
+      ]),
+      uid: 65534,
+      gid: 65534,
+      workspace: { fd: ws },
+      protect: [{ fd: git, dst: "/workspace/.git" }],
+    });
+    assertEquals(
+      [r.code, new TextDecoder().decode(r.stdout)],
+      [0, "0\n1\n2\n3\n.\n..\n.git\nro\nnew\n"],
+      new TextDecoder().decode(r.stderr),
+    );
+    assertEquals([cloexec(ws), cloexec(git)], [true, true]); // and no other spawn gets them
+  } finally {
+    close(ws);
+    close(git);
+    await new Promise((ok) => server.close(ok));
+    await Deno.remove(base, { recursive: true });
+  }
+});
+
+Deno.test("inheriting(): the fds are inheritable during the spawn only, close-on-exec again after it, a failed one too", async () => {
+  const base = await dirs();
+  const a = openDir(`${base}/ws`), b = openDir(`${base}/home`);
+  try {
+    assertEquals([cloexec(a), cloexec(b)], [true, true]);
+    // During the call: inheritable, and a child sees them at their numbers.
+    const child = inheriting([a, b], () => {
+      assertEquals([cloexec(a), cloexec(b)], [false, false]);
+      return new Deno.Command("/bin/sh", {
+        args: ["-c", `readlink /proc/self/fd/${a} /proc/self/fd/${b}`],
+        stdout: "piped",
+      }).spawn();
+    });
+    assertEquals([cloexec(a), cloexec(b)], [true, true]);
+    const out = await child.output();
+    assertEquals(new TextDecoder().decode(out.stdout), `${base}/ws\n${base}/home\n`);
+    // A spawn that fails (no such program).
+    let threw = false;
+    try {
+      inheriting([a, b], () => new Deno.Command(`${base}/none`).spawn());
+    } catch (e) {
+      threw = e instanceof Deno.errors.NotFound;
+    }
+    assert(threw);
+    assertEquals([cloexec(a), cloexec(b)], [true, true]);
+    // An fd that is not open stops it before the spawn; those cleared before are set again.
+    let spawned = false;
+    assertEquals(errnoOf(() => inheriting([a, 9999, b], () => spawned = true)), "EBADF");
+    assertEquals([spawned, cloexec(a), cloexec(b)], [false, true, true]);
+    // launch() with a protect fd that is not open: EBADF, the workspace fd close-on-exec again.
+    const err = await launch({
+      ...spec(base, ["/bin/true"]),
+      workspace: { fd: a },
+      protect: [{ fd: 9999, dst: "/workspace/.git" }],
+    }).then(() => null, (e) => e);
+    assertEquals([err?.errno, cloexec(a)], ["EBADF", true]);
+  } finally {
+    close(a);
+    close(b);
+    await Deno.remove(base, { recursive: true });
+  }
+});
+
+Deno.test("spawnSandbox() (an executable agent's step) binds a workspace fd the same way: the command sees fds 0-2 and its own, the host's fd is close-on-exec again", async () => {
+  const base = await dirs();
+  Deno.chmodSync(`${base}/ws`, 0o700);
+  Deno.chownSync(`${base}/ws`, 65534, 65534);
+  Deno.writeTextFileSync(`${base}/ws/seen`, "here\n");
+  const ws = openDir(`${base}/ws`);
+  try {
+    const sbx = spawnSandbox({
+      ...spec(base, ["/bin/bash", "-c", "ls /proc/self/fd; cat /workspace/seen"]),
+      uid: 65534,
+      gid: 65534,
+      workspace: { fd: ws },
+    }, { stderr: "piped" });
+    assert(cloexec(ws));
+    await sbx.child.stdin.close();
+    const out = await sbx.child.output();
+    sbx.cleanup();
+    assertEquals(
+      [out.code, new TextDecoder().decode(out.stdout)],
+      [0, "0\n1\n2\n3\nhere\n"],
+      new TextDecoder().decode(out.stderr),
+    );
+  } finally {
+    close(ws);
+    await Deno.remove(base, { recursive: true });
+  }
 });
