@@ -58,13 +58,23 @@ export async function send(
   input: string,
   o: SendArgs,
 ): Promise<number> {
-  // Only the uid is read up front (src/ctx/uid.ts). When nothing starts (no daemon, or it refuses
-  // the request), the whole agent is checked first: a bad control is reported as it always was,
-  // before anything the daemon said.
-  const session = pickSession(root, await agentUid(root, agent), agent, o.session);
+  // The connection is opened first and the request goes out as soon as it is up: the daemon's
+  // accept-side checks overlap the session lookup here, and its run overlaps the rest of the
+  // setup below. Only the uid is read up front (src/ctx/uid.ts). When nothing starts (no daemon,
+  // or it refuses the request), the whole agent is checked first: a bad control is reported as it
+  // always was, before anything the daemon said.
+  const connecting = AgentClient.connect(root, agent);
+  connecting.catch(() => {}); // awaited below, after the lookup (which may fail first)
+  let session: string;
+  try {
+    session = pickSession(root, await agentUid(root, agent), agent, o.session);
+  } catch (e) {
+    void connecting.then((c) => c.close(), () => {});
+    throw e;
+  }
   let client: AgentClient;
   try {
-    client = await AgentClient.connect(root, agent);
+    client = await connecting;
   } catch (e) {
     await checkAgent(root, agent);
     throw e;
@@ -81,32 +91,6 @@ export async function send(
     asking?.();
   };
   Deno.addSignalListener("SIGINT", onSig);
-  // stdout is the answer; a secondary line first ends the answer's partial line.
-  let midLine = false;
-  const out = (s: string) => void Deno.stdout.writeSync(enc.encode(s));
-  const sink = {
-    text: (s: string) => {
-      out(s);
-      midLine = !s.endsWith("\n");
-    },
-    line: (s: string) => {
-      if (midLine) out("\n");
-      midLine = false;
-      Deno.stderr.writeSync(enc.encode(s + "\n"));
-    },
-  };
-  const shown = new Transcript(sink, {
-    verbose: o.verbose,
-    style: styleFor({ terminal: Deno.stderr.isTerminal(), env: Deno.env.toObject() }),
-  });
-  const show = (f: ClientFrame) => {
-    if (o.json) return out(JSON.stringify(f) + "\n");
-    if (f.type === "error") sink.line(`ctx: ${f.code}: agent/${agent}: ${f.message}`);
-    else shown.frame(f);
-  };
-  // Frames before `start` (a refusal) wait until the agent is checked.
-  let started = false;
-  const held: ClientFrame[] = [];
   try {
     const id = o.id ?? requestId();
     sendRequest(client, {
@@ -117,6 +101,32 @@ export async function send(
       ...(o.cwd ? { cwd: o.cwd } : {}),
       input,
     });
+    // stdout is the answer; a secondary line first ends the answer's partial line.
+    let midLine = false;
+    const out = (s: string) => void Deno.stdout.writeSync(enc.encode(s));
+    const sink = {
+      text: (s: string) => {
+        out(s);
+        midLine = !s.endsWith("\n");
+      },
+      line: (s: string) => {
+        if (midLine) out("\n");
+        midLine = false;
+        Deno.stderr.writeSync(enc.encode(s + "\n"));
+      },
+    };
+    const shown = new Transcript(sink, {
+      verbose: o.verbose,
+      style: styleFor({ terminal: Deno.stderr.isTerminal(), env: Deno.env.toObject() }),
+    });
+    const show = (f: ClientFrame) => {
+      if (o.json) return out(JSON.stringify(f) + "\n");
+      if (f.type === "error") sink.line(`ctx: ${f.code}: agent/${agent}: ${f.message}`);
+      else shown.frame(f);
+    };
+    // Frames before `start` (a refusal) wait until the agent is checked.
+    let started = false;
+    const held: ClientFrame[] = [];
     const result = await follow(client, {
       id,
       onStart: (r) => active = r,

@@ -207,15 +207,19 @@ export class Run {
   /**
    * Sets the session `state` to `active` once (idempotent; nothing once finished). The write and
    * its fsyncs run off the JS thread: the work goes on meanwhile, and every later frame is
-   * streamed only after it (a client that saw one reads `active`). Executable runs call it right
+   * streamed only once it is in place (a client that saw one reads `active`; its directory fsync
+   * need not hold the stream up: `done` waits for it). Executable runs call it right
    * after spawning the agent; every other run before its work starts.
    */
   activate(): void {
     if (this.finished || this.#active) return;
     this.#active = true;
-    const p = setStateSoon(this.ref, "active");
+    let renamed!: () => void;
+    const visible = new Promise<void>((r) => renamed = r);
+    const p = setStateSoon(this.ref, "active", { renamed });
     this.#state = p;
-    this.#gate(p);
+    p.catch(() => {}); // a failure after the rename surfaces at finish (done's gate)
+    this.#gate(Promise.race([visible, p]));
   }
 
   /**

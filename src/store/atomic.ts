@@ -117,12 +117,13 @@ export function replaceFile(
  * the directory is fsynced. Each file is whole at every instant (old or new); resolves once all
  * are durable. `act` runs each step that resolves a name (create, rename, unlink, opening `dir`),
  * never across an await: the caller's filesystem identity (setfsuid is per thread) applies to it.
- * Without FFI (tsh) it is the same sequence on the JS thread.
+ * `renamed` is called once the new files are in place (readers see them), before the directory's
+ * fsync. Without FFI (tsh) it is the same sequence on the JS thread.
  */
 export async function replaceFilesSoon(
   dir: string,
   files: Record<string, string>,
-  options: { mode: number; act?: <T>(fn: () => T) => T },
+  options: { mode: number; act?: <T>(fn: () => T) => T; renamed?: () => void },
 ): Promise<void> {
   const act = options.act ?? ((fn) => fn());
   if (!canWriteNew()) {
@@ -131,6 +132,7 @@ export async function replaceFilesSoon(
         replaceFile(`${dir}/${name}`, text, { mode: options.mode });
       }
     });
+    options.renamed?.();
     return;
   }
   const enc = new TextEncoder();
@@ -173,6 +175,7 @@ export async function replaceFilesSoon(
     unstage();
     throw toCtxError(e, dir);
   }
+  options.renamed?.();
   if (dfd < 0) throw new CtxError(errnoName(-dfd), "cannot fsync the directory", { path: dir });
   if (await syncClose(dfd) < 0) {
     throw new CtxError("EIO", "cannot fsync the directory", { path: dir });

@@ -445,19 +445,19 @@ export function setState(
 
 /**
  * {@link setState} with its fsyncs off the JS thread (src/store/atomic.ts `replaceFilesSoon`):
- * resolves once the files are renamed and durable. Two of one session must not overlap (the
- * recorder chains them).
+ * resolves once the files are renamed and durable (`renamed`: called when they are in place).
+ * Two of one session must not overlap (the recorder chains them).
  */
 export function setStateSoon(
   ref: SessionRef,
   state: SessionState,
-  options: { latest?: string } = {},
+  options: { latest?: string; renamed?: () => void } = {},
 ): Promise<void> {
   return replaceFilesSoon(ref.dir, {
     ...(options.latest !== undefined ? { "latest.md": options.latest } : {}),
     state: `${state}\n`,
     updated_at: nowSecs(),
-  }, { mode: FILE_MODE[ref.scope], act: (fn) => asOwner(ref, fn) });
+  }, { mode: FILE_MODE[ref.scope], act: (fn) => asOwner(ref, fn), renamed: options.renamed });
 }
 
 /** Reads `state` as the owner (missing or unreadable: idle; not a regular file: EIO). */
