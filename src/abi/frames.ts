@@ -25,7 +25,8 @@ export type Scope = z.infer<typeof scope>;
 export const sendOp = z.object({
   op: z.literal("send"),
   id: requestId,
-  session: sessionName.default("default"),
+  /** `null`: the scope's `index/current`, else `default` (resolved by the runtime). */
+  session: sessionName.nullable().default("default"),
   scope: scope.default("private"),
   cwd: z.string().startsWith("/").max(4096).optional(),
   input: z.string(),
@@ -35,14 +36,16 @@ export const sendOp = z.object({
 export const tshOp = z.object({
   op: z.literal("tsh"),
   id: requestId,
-  session: sessionName.default("default"),
+  /** `null`: the private `index/current`, else `default`. */
+  session: sessionName.nullable().default("default"),
   args: z.array(z.string().max(65536)).max(256),
 });
 
 /** `resume`: the durable history of a private or shared session. */
 export const resumeOp = z.object({
   op: z.literal("resume"),
-  session: sessionName.default("default"),
+  /** `null`: the private `index/current`, else `default`. */
+  session: sessionName.nullable().default("default"),
 });
 
 /** `cancel`: stop an active run by run id. */

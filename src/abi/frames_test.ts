@@ -12,6 +12,22 @@ Deno.test("request() fills send defaults and keeps the fields", () => {
   });
 });
 
+Deno.test("request(): a send's session null (the runtime picks index/current) stays null; absent is default", () => {
+  assertEquals(request.parse({ op: "send", id: "m-1", session: null, input: "hi" }), {
+    op: "send",
+    id: "m-1",
+    session: null,
+    scope: "private",
+    input: "hi",
+  });
+  assertEquals(request.parse({ op: "tsh", id: "t-1", args: [] }), {
+    op: "tsh",
+    id: "t-1",
+    session: "default",
+    args: [],
+  });
+});
+
 Deno.test("request() rejects bad ids, sessions, scopes and args", () => {
   const bad = [
     { op: "send", id: "", input: "x" },

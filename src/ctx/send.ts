@@ -6,7 +6,7 @@ import { AgentClient, type ClientFrame, pickSession, requestId } from "./client.
 import { guarded } from "./fail.ts";
 import { allows, approvalPrompt, deniedNote, styleFor, Transcript } from "./render.ts";
 import { follow, outcomeExit, sendRequest } from "./stream.ts";
-import { agentUid, checkAgent } from "./uid.ts";
+import { checkAgent } from "./uid.ts";
 
 const collect = (v: string, all: string[]) => [...all, v];
 const exitOf = (e: string) => exitCode(isErrno(e) ? e : "EIO" as Errno);
@@ -58,23 +58,13 @@ export async function send(
   input: string,
   o: SendArgs,
 ): Promise<number> {
-  // The connection is opened first and the request goes out as soon as it is up: the daemon's
-  // accept-side checks overlap the session lookup here, and its run overlaps the rest of the
-  // setup below. Only the uid is read up front (src/ctx/uid.ts). When nothing starts (no daemon,
-  // or it refuses the request), the whole agent is checked first: a bad control is reported as it
-  // always was, before anything the daemon said.
-  const connecting = AgentClient.connect(root, agent);
-  connecting.catch(() => {}); // awaited below, after the lookup (which may fail first)
-  let session: string;
-  try {
-    session = pickSession(root, await agentUid(root, agent), agent, o.session);
-  } catch (e) {
-    void connecting.then((c) => c.close(), () => {});
-    throw e;
-  }
+  // Nothing is read before the connection: without --session the request names no session
+  // (`null`) and the runtime picks the scope's index/current, else default. When nothing starts (no daemon, or it refuses the
+  // request), the whole agent is checked first: a bad control is reported as it always was,
+  // before anything the daemon said.
   let client: AgentClient;
   try {
-    client = await connecting;
+    client = await AgentClient.connect(root, agent);
   } catch (e) {
     await checkAgent(root, agent);
     throw e;
@@ -96,7 +86,7 @@ export async function send(
     sendRequest(client, {
       op: "send",
       id,
-      session,
+      session: o.session ?? null,
       scope: o.scope ?? "private",
       ...(o.cwd ? { cwd: o.cwd } : {}),
       input,

@@ -9,12 +9,16 @@ import {
   replayOf,
   type Request,
   type RunStatus,
+  type Scope,
+  sessionName,
 } from "../abi/frames.ts";
 import { MAX_CONTEXT, utf8Length } from "../abi/envelope.ts";
 import { readControl, resolveAgent } from "../store/agent.ts";
 import type { RunIndex } from "../store/runs.ts";
 import {
+  asOwner,
   checkSession,
+  currentSession,
   openSession,
   readEvents,
   readMessages,
@@ -222,6 +226,29 @@ async function begin(
   });
 }
 
+/**
+ * The session a request names; for `null`, its scope's `index/current` (read as the session
+ * owner; a name there that is not a session name counts as none), else `default`: the rule ctx
+ * follows for a command without `--session`, applied here so a client need not read the index
+ * first (ctx send sends `null`).
+ */
+function sessionOf(ctx: OpContext, agent: AgentView, scope: Scope, session: string | null): string {
+  if (session !== null) return session;
+  if (scope === "temp") return "default"; // temp sessions are never indexed
+  const ref = sessionRef({
+    root: ctx.root,
+    run: ctx.run,
+    agent: agent.name,
+    session: "default",
+    scope,
+    uid: agent.uid,
+    gid: agent.gid,
+    groups: agent.groups,
+  });
+  const current = asOwner(ref, () => currentSession(ref.base));
+  return current !== undefined && sessionName.safeParse(current).success ? current : "default";
+}
+
 function checkCwd(cwd: string): string {
   if (cwd.split("/").some((c) => c === "..")) {
     throw new CtxError("EINVAL", `cwd ${JSON.stringify(cwd)} contains ".."`);
@@ -248,11 +275,12 @@ export async function opSend(ctx: OpContext, conn: Conn, name: string, req: Send
     );
   }
   const cwd = checkCwd(req.cwd ?? agent.cwd);
+  const session = sessionOf(ctx, agent, req.scope, req.session);
   const payload = { op: "send", input: req.input, scope: req.scope, cwd };
   await begin(
     ctx,
     conn,
-    { agent, session: req.session, scope: req.scope, cwd, id: req.id },
+    { agent, session, scope: req.scope, cwd, id: req.id },
     "send",
     payload,
     async (run) => {
@@ -268,7 +296,7 @@ export async function opSend(ctx: OpContext, conn: Conn, name: string, req: Send
         workspace: conn.workspace,
         hidden: [ctx.run],
         mount: ctx.mount,
-        session: req.session,
+        session,
         approvalTimeoutMs: ctx.approvalTimeoutMs,
         toolCache: ctx.toolCache,
         cancel: (id: string) => cancelOn(ctx, conn, name, id),
@@ -294,7 +322,8 @@ export async function opSend(ctx: OpContext, conn: Conn, name: string, req: Send
 export async function opTsh(ctx: OpContext, conn: Conn, name: string, req: TshReq) {
   const agent = authorizePeer(ctx, name, conn);
   const payload = { op: "tsh", args: req.args };
-  const o = { agent, session: req.session, scope: "private" as const, cwd: agent.cwd, id: req.id };
+  const session = sessionOf(ctx, agent, "private", req.session);
+  const o = { agent, session, scope: "private" as const, cwd: agent.cwd, id: req.id };
   await begin(ctx, conn, o, "tsh", payload, async (run) => {
     run.activate();
     // The human typed this command: approval (a guard on agent-originated calls) does not apply.
@@ -306,7 +335,7 @@ export async function opTsh(ctx: OpContext, conn: Conn, name: string, req: TshRe
       workspace: conn.workspace,
       hidden: [ctx.run],
       mount: ctx.mount,
-      session: req.session,
+      session,
       approvalTimeoutMs: ctx.approvalTimeoutMs,
       toolCache: ctx.toolCache,
     }, { id: "call-1", name: "tsh", arguments: { args: req.args } });
@@ -318,8 +347,14 @@ export async function opTsh(ctx: OpContext, conn: Conn, name: string, req: TshRe
 }
 
 /** `resume`: the stored conversation of a private (else shared) session, then its status. */
-export async function opResume(ctx: OpContext, conn: Conn, name: string, session: string) {
+export async function opResume(
+  ctx: OpContext,
+  conn: Conn,
+  name: string,
+  named: string | null,
+) {
   const agent = authorizePeer(ctx, name, conn);
+  const session = sessionOf(ctx, agent, "private", named);
   for (const scope of ["private", "shared"] as const) {
     const ref = sessionRef({
       root: ctx.root,

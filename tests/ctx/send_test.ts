@@ -137,3 +137,37 @@ Deno.test("ctx agent send whose connection closes before any answer says so and 
     await cleanup(tree);
   }
 });
+
+Deno.test({
+  name:
+    "ctx agent send without --session continues the session index/current names (as a uid other than root too); --session names one",
+  ignore: !root,
+  async fn() {
+    const tree = await makeTree();
+    let d: Daemon | null = null;
+    try {
+      createAgent(tree.root, "mine", { uid: 65534, gid: 65534 });
+      d = await startDaemon(tree);
+      const send = (args: string[]) =>
+        ctxOn(tree, ["agent", "send", ...args], {
+          as: 65534,
+          denoDir: nobodyDenoDir(65534),
+          cwd: "/tmp",
+        });
+      const texts = (session: string) =>
+        Deno.readTextFileSync(
+          `${tree.root}/home/65534/agent/mine/session/${session}/messages.jsonl`,
+        ).trim().split("\n").map((l) => JSON.parse(l)).filter((m) => m.role === "user")
+          .map((m) => m.content);
+      assertEquals((await send(["mine", "one"])).code, 0);
+      assertEquals((await send(["--session", "work", "mine", "two"])).code, 0);
+      const r = await send(["mine", "three"]);
+      assertEquals([r.code, r.stdout], [0, "three\n"]);
+      assertEquals(texts("default"), ["one"]);
+      assertEquals(texts("work"), ["two", "three"]);
+    } finally {
+      await d?.stop();
+      await cleanup(tree);
+    }
+  },
+});

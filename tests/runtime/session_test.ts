@@ -88,6 +88,50 @@ Deno.test("a send creates the session files, modes, index and records user messa
   }
 });
 
+Deno.test("session null: the scope's index/current, else default; a planted bad name there is no session (default)", async () => {
+  const f = await makeTree();
+  const d = await startRuntimeDaemon(f);
+  const base = `${f.root}/home/0/agent/coder/session`;
+  const sessionOf = (frames: Record<string, unknown>[]) =>
+    frames.find((x) => x.type === "start")?.session;
+  try {
+    // No index yet: default.
+    const first = await request(f, "coder", { op: "send", id: "n-1", session: null, input: "a" });
+    assertEquals(sessionOf(first), "default");
+    await request(f, "coder", { op: "send", id: "n-2", session: "work", input: "b" });
+    assertEquals(Deno.readTextFileSync(`${base}/index/current`), "work\n");
+    const next = await request(f, "coder", { op: "send", id: "n-3", session: null, input: "c" });
+    assertEquals(sessionOf(next), "work");
+    assertEquals(readRecords(`${base}/work/messages.jsonl`).length, 4);
+    // Absent still means default (raw clients keep their meaning).
+    const plain = await request(f, "coder", { op: "send", id: "n-4", input: "d" });
+    assertEquals(sessionOf(plain), "default");
+    // index/current now says default; a name there that is no session name counts as none.
+    Deno.writeTextFileSync(`${base}/index/current`, "../../etc\n");
+    const bad = await request(f, "coder", { op: "send", id: "n-5", session: null, input: "e" });
+    assertEquals(sessionOf(bad), "default");
+    // The shared scope has an index of its own.
+    await request(f, "coder", {
+      op: "send",
+      id: "n-6",
+      session: "team",
+      scope: "shared",
+      input: "f",
+    });
+    const shared = await request(f, "coder", {
+      op: "send",
+      id: "n-7",
+      session: null,
+      scope: "shared",
+      input: "g",
+    });
+    assertEquals(sessionOf(shared), "team");
+  } finally {
+    await d.stop();
+    await cleanup(f);
+  }
+});
+
 Deno.test("scopes: shared lives under shared/, temp under the run dir and is never indexed", async () => {
   const f = await makeTree();
   const d = await startRuntimeDaemon(f);
