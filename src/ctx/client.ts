@@ -70,6 +70,17 @@ export class AgentClient {
     }
   }
 
+  /** {@link connect} without the error: undefined when the socket cannot be reached. */
+  static async tryConnect(root: string, agent: string): Promise<AgentClient | undefined> {
+    try {
+      return new AgentClient(
+        await Deno.connect({ transport: "unix", path: `${root}/agent/${agent}.sock` }),
+      );
+    } catch {
+      return undefined;
+    }
+  }
+
   /** Writes one request frame (queued after any write still going out). */
   send(frame: unknown): void {
     if (this.#closed) return;

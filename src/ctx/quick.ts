@@ -6,7 +6,7 @@
  */
 import { VERSION } from "../abi/version.ts";
 import { guarded } from "./fail.ts";
-import { findTree, type FoundTree } from "./root.ts";
+import { findTree, firstPlace, type FoundTree } from "./root.ts";
 import type { SendArgs } from "./send.ts";
 
 /** A command line {@link quick} understood. */
@@ -112,7 +112,12 @@ export async function runQuick(
     return guarded("status", () => console.log(status(tree()).join("\n")));
   }
   const { sendCommand } = await import("./send.ts");
-  await sendCommand({ root: () => tree().root }, q.agent, q.words, q.options);
+  await sendCommand(
+    { root: () => tree().root, guess: () => firstPlace({ root: q.root, env: options.env }) },
+    q.agent,
+    q.words,
+    q.options,
+  );
   // The answer is out (every write above is synchronous) and the connection closed: nothing is
   // left to wait for but the runtime's own teardown of ops still settling (about 1.5 ms).
   Deno.exit();

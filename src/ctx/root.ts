@@ -77,6 +77,19 @@ function isTree(dir: string): boolean {
 }
 
 /**
+ * The first place {@link findTree} looks, unchecked (`--root`, else CTX_ROOT, else `/ctx`): a
+ * command that reaches the tree through one socket tries it first and runs findTree (which words
+ * every failure) only when that fails.
+ */
+export function firstPlace(options: {
+  root?: string;
+  env: Record<string, string | undefined>;
+  system?: string;
+}): string {
+  return trim(options.root ?? options.env.CTX_ROOT ?? options.system ?? "/ctx");
+}
+
+/**
  * The tree to work on: `--root`, else CTX_ROOT (either must hold a tree), else the first of
  * `/ctx` and the checkout's dev mount (`<checkout>/.dev/ctx`) that holds one. Throws
  * {@link NoTreeError} when none does, the dead-mount error when the one named or found is dead.

@@ -53,21 +53,27 @@ async function readLine(signal: AbortSignal): Promise<string | undefined> {
  * stderr, one line each. Returns the exit status.
  */
 export async function send(
-  root: string,
+  where: Where,
   agent: string,
   input: string,
   o: SendArgs,
 ): Promise<number> {
-  // Nothing is read before the connection: without --session the request names no session
-  // (`null`) and the runtime picks the scope's index/current, else default. When nothing starts (no daemon, or it refuses the
-  // request), the whole agent is checked first: a bad control is reported as it always was,
-  // before anything the daemon said.
-  let client: AgentClient;
-  try {
-    client = await AgentClient.connect(root, agent);
-  } catch (e) {
-    await checkAgent(root, agent);
-    throw e;
+  // Nothing is read before the connection: the first place the tree would be looked for is
+  // tried at once (findTree, which words every failure, runs only when that connect fails), and
+  // without --session the request names no session (`null`: the runtime picks the scope's
+  // index/current, else default). When nothing starts (no daemon, or it refuses the request), the
+  // whole agent is checked first: a bad control is reported as it always was, before anything the
+  // daemon said.
+  const first = where.guess?.();
+  let client = first === undefined ? undefined : await AgentClient.tryConnect(first, agent);
+  const root = client && first !== undefined ? first : where.root();
+  if (!client) {
+    try {
+      client = await AgentClient.connect(root, agent);
+    } catch (e) {
+      await checkAgent(root, agent);
+      throw e;
+    }
   }
   const enc = new TextEncoder();
   let active: string | undefined;
@@ -235,8 +241,14 @@ async function readStdin(): Promise<string> {
  * `ctx agent send NAME [WORDS...]` once parsed (by commander, or by quick.ts without it): the
  * message is the words, else stdin; sets the exit code.
  */
+/** Where `send` finds the tree: `root()` (checked), and `guess()`, a place to try first unchecked. */
+export interface Where {
+  root(): string;
+  guess?(): string | undefined;
+}
+
 export function sendCommand(
-  ctx: Pick<AgentContext, "root">,
+  ctx: Where,
   name: string,
   words: string[],
   o: SendArgs,
@@ -249,7 +261,7 @@ export function sendCommand(
       // Nothing to say is a usage mistake (a script with an empty pipe), never an empty run.
       throw new CtxError("EINVAL", "no message: give words or pipe text on stdin");
     }
-    return send(ctx.root(), name, input, o);
+    return send(ctx, name, input, o);
   });
 }
 
