@@ -192,7 +192,8 @@ export class Run {
 
   /**
    * Frames recorded from now on are streamed only once `p` resolves; a failure fails them (EIO),
-   * as a failed group fsync does. What a client saw after a frame is therefore already durable.
+   * as a failed group fsync does. What `p` stands for (a message durable, `active` in place) is
+   * therefore true for every client that saw a later frame.
    */
   #gate(p: Promise<void>): void {
     const prev = this.#tail;
