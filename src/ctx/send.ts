@@ -237,16 +237,16 @@ async function readStdin(): Promise<string> {
   return await new Response(Deno.stdin.readable).text();
 }
 
-/**
- * `ctx agent send NAME [WORDS...]` once parsed (by commander, or by quick.ts without it): the
- * message is the words, else stdin; sets the exit code.
- */
 /** Where `send` finds the tree: `root()` (checked), and `guess()`, a place to try first unchecked. */
 export interface Where {
   root(): string;
   guess?(): string | undefined;
 }
 
+/**
+ * `ctx agent send NAME [WORDS...]` once parsed (by commander, or by quick.ts without it): the
+ * message is the words, else stdin; sets the exit code.
+ */
 export function sendCommand(
   ctx: Where,
   name: string,

@@ -1,4 +1,5 @@
 import { assert, assertEquals } from "../../tests/assert.ts";
+import { gone, until } from "../../tests/fixture/mod.ts";
 import { stopGroup } from "./proc.ts";
 
 Deno.test("stopGroup() ends a step whose group does not exist yet (its setsid has not run)", async () => {
@@ -28,20 +29,11 @@ Deno.test("stopGroup() also ends a child of the step that lives in a session of 
   while (!text.includes("\n")) text += (await reader.read()).value ?? "";
   reader.releaseLock();
   const orphan = Number(text.trim());
-  const gone = () => {
-    try {
-      const stat = Deno.readTextFileSync(`/proc/${orphan}/stat`);
-      return stat.slice(stat.lastIndexOf(")") + 2).startsWith("Z");
-    } catch {
-      return true;
-    }
-  };
   try {
-    assert(!gone(), "the session's own child runs");
+    assert(!gone(orphan), "the session's own child runs");
     await stopGroup(child, 50);
     await child.status;
-    for (let i = 0; i < 2000 && !gone(); i++) await new Promise((r) => setTimeout(r, 5));
-    assert(gone(), `pid ${orphan} outlived the stopped step`);
+    await until(() => gone(orphan), `pid ${orphan} to end with the stopped step`, 10_000);
   } finally {
     try {
       Deno.kill(orphan, "SIGKILL");
