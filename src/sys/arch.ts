@@ -31,6 +31,7 @@ export interface ArchFacts {
   /** System calls called through syscall(2) (glibc 2.36 has no wrapper, or one that does more). */
   SYS: {
     setgroups: bigint;
+    pidfd_open: bigint;
     pidfd_send_signal: bigint;
     openat2: bigint;
     fchmodat2: bigint;
@@ -85,6 +86,7 @@ const COMMON = {
 // The unified system call table (Linux 5.1+ numbers every new call the same everywhere).
 const UNIFIED = {
   pidfd_send_signal: 424n,
+  pidfd_open: 434n,
   openat2: 437n,
   fchmodat2: 452n,
   setxattrat: 463n,

@@ -103,12 +103,17 @@ const SYMBOLS = {
   ioctl: { parameters: ["i32", "u64", "buffer"], result: "i32" },
   // Blocks a worker thread until the child changes state; errno is unreadable afterwards.
   waitpid: { parameters: ["i32", "buffer", "i32"], result: "i32", nonblocking: true },
+  // a child's stop or exit through its pidfd (wait.ts): waitid(P_PIDFD, ...) off the JS thread,
+  // and on it (WNOHANG, or a wait the caller knows is short)
+  waitid: { parameters: ["i32", "u32", "buffer", "i32"], result: "i32", nonblocking: true },
+  waitid_sync: { name: "waitid", parameters: ["i32", "u32", "buffer", "i32"], result: "i32" },
   // identity of the calling thread (fsid.ts)
   setfsuid: { parameters: ["u32"], result: "i32" },
   setfsgid: { parameters: ["u32"], result: "i32" },
   getgroups: { parameters: ["i32", "buffer"], result: "i32" },
   // raw system calls (numbers per architecture in arch.ts); results are 0/fd or -1
   sys_setgroups: { name: "syscall", parameters: ["i64", "i64", "buffer"], result: "i64" },
+  sys_pidfd_open: { name: "syscall", parameters: ["i64", "i64", "i64"], result: "i32" },
   sys_pidfd_send_signal: {
     name: "syscall",
     parameters: ["i64", "i64", "i64", "i64", "i64"],
