@@ -1,4 +1,6 @@
 /** Stopping an agent step's process group (its bwrap, started by src/sandbox/launch.ts spawnSandbox). */
+import { closeFd, pidfdAlive } from "../sys/sock.ts";
+import { pidfdOpen, W, waitChild } from "../sys/wait.ts";
 
 /** Grace between SIGTERM and SIGKILL when stopping a group. */
 export const GRACE_MS = 250;
@@ -25,13 +27,34 @@ function signalStep(child: Deno.ChildProcess, sig: Deno.Signal): void {
   } catch { /* reaped already */ }
 }
 
-/** The one-letter state of `pid` (`/proc/<pid>/stat`), or null once it is gone. */
-function stateOf(pid: number): string | null {
+/** Longest wait for the leader's stop: microseconds, unless it is in D state (a hung FUSE request). */
+export const STOP_BOUND_MS = 1000;
+
+/**
+ * Waits off the JS thread until the child behind `pidfd` is stopped or has exited, without reaping
+ * it (W.NOWAIT: Deno's own reaper still takes the exit and resolves `child.status`); "gone" once
+ * Deno has reaped it (ECHILD). A failed waitid is ECHILD or EINTR (errno is unreadable off-thread):
+ * the pidfd tells which. One that keeps failing while the child lives is "unknown", as is a
+ * rejected call: the caller goes on as after the bound.
+ */
+async function stopOrExit(pidfd: number): Promise<"stopped" | "exited" | "gone" | "unknown"> {
   try {
-    const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
-    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3);
+    for (let i = 0; i < 3; i++) {
+      const r = await waitChild(pidfd, W.STOPPED | W.EXITED | W.NOWAIT);
+      if (typeof r !== "number") return r.how === "stopped" ? "stopped" : "exited";
+      if (pidfdAlive(pidfd) !== 0) return "gone";
+    }
+  } catch { /* no wait to be had */ }
+  return "unknown";
+}
+
+/** The pids of `pid`'s children (its main thread's), or none when it is gone. */
+function childrenOf(pid: number): number[] {
+  try {
+    return Deno.readTextFileSync(`/proc/${pid}/task/${pid}/children`).trim().split(/\s+/)
+      .filter(Boolean).map(Number);
   } catch {
-    return null;
+    return [];
   }
 }
 
@@ -41,36 +64,68 @@ function stateOf(pid: number): string | null {
  * namespace with it. The monitor alone is not enough: killed right after its clone, before the
  * init has set its parent-death signal, the init lives on as an orphan in a session of its own,
  * runs the command and holds the step's stdout, so the cancelled run's session waits for it
- * (tests/runtime/chat_test.ts saw it under load). They are live children of our live child:
- * no reused pid can be among them.
+ * (tests/runtime/chat_test.ts saw it under load).
+ *
+ * The stop is waited for as an event (waitid on a pidfd, off the JS thread), raced against
+ * {@link STOP_BOUND_MS}. The pidfd is opened before the SIGSTOP goes through Deno's handle, which
+ * refuses once Deno has reaped the child: a SIGSTOP sent proves the pidfd names our child and not a
+ * process that reused its pid since. The children are read by pid, and the pidfd still naming an
+ * unreaped process after the read proves `/proc/<pid>` was our child's throughout (reaping is
+ * final, and only then is a pid free). They are live children of our stopped child: none can be
+ * reaped (it runs no wait while stopped), so no reused pid can be among them. (Past the bound the
+ * list is read from a leader that may still run, as it always was then: best effort.)
+ *
+ * Resolves once the children are killed, to `settled`: the waitid's end (the pidfd closed then).
  */
-async function killChildren(child: Deno.ChildProcess): Promise<void> {
+async function killChildren(child: Deno.ChildProcess): Promise<{ settled: Promise<void> }> {
+  const pidfd = pidfdOpen(child.pid);
   try {
     child.kill("SIGSTOP");
   } catch {
-    return; // reaped already: nothing of its own is left to find
+    if (pidfd >= 0) closeFd(pidfd);
+    return { settled: Promise.resolve() }; // reaped already: nothing of its own is left to find
   }
+  if (pidfd < 0) {
+    // No fd to wait on (EMFILE): kill what is there now, in this turn (Deno reaps only from this
+    // thread's event loop, so the pid is still our child's), without waiting for the stop.
+    for (const k of childrenOf(child.pid)) kill(k);
+    cont(child);
+    return { settled: Promise.resolve() };
+  }
+  // The waitid runs on a thread of Deno's blocking pool and returns at the stop, or at the exit,
+  // or with ECHILD once Deno reaped the child. Past the bound (a leader in D state: the stop comes
+  // only once it leaves D) stopGroup goes on to SIGCONT, which also discards the pending SIGSTOP,
+  // then SIGTERM and SIGKILL, and awaits the exit: the exit wakes the waitid (a zombie's report,
+  // or ECHILD once reaped), so the thread is held no longer than the child lives, and stopGroup
+  // awaits `settled` too. The pidfd stays open until the waitid has returned: a closed fd number
+  // can be reused by any open, and a waitid still queued would wait on that.
+  const stop = stopOrExit(pidfd);
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<"late">((r) => timer = setTimeout(() => r("late"), STOP_BOUND_MS));
   try {
-    for (let i = 0; i < 1000; i++) {
-      const st = stateOf(child.pid);
-      if (st === null || st === "T" || st === "Z") break;
-      await new Promise((r) => setTimeout(r, 1)); // a stop takes effect within microseconds
-    }
-    let kids: string[] = [];
-    try {
-      kids = Deno.readTextFileSync(`/proc/${child.pid}/task/${child.pid}/children`).trim()
-        .split(/\s+/).filter(Boolean);
-    } catch { /* gone meanwhile */ }
-    for (const k of kids) {
-      try {
-        Deno.kill(Number(k), "SIGKILL");
-      } catch { /* gone */ }
+    const how = await Promise.race([stop, late]);
+    clearTimeout(timer);
+    // Exited (or reaped): its children went to a reaper of their own, out of reach by this path.
+    if (how !== "exited" && how !== "gone") {
+      const kids = childrenOf(child.pid);
+      if (pidfdAlive(pidfd) === 0) { for (const k of kids) kill(k); }
     }
   } finally {
-    try {
-      child.kill("SIGCONT");
-    } catch { /* gone */ }
+    cont(child);
   }
+  return { settled: stop.then(() => void closeFd(pidfd)) };
+}
+
+function kill(pid: number): void {
+  try {
+    Deno.kill(pid, "SIGKILL");
+  } catch { /* gone */ }
+}
+
+function cont(child: Deno.ChildProcess): void {
+  try {
+    child.kill("SIGCONT");
+  } catch { /* reaped */ }
 }
 
 /**
@@ -78,7 +133,7 @@ async function killChildren(child: Deno.ChildProcess): Promise<void> {
  * the grace period; resolves once the leader is reaped.
  */
 export async function stopGroup(child: Deno.ChildProcess, graceMs = GRACE_MS): Promise<void> {
-  await killChildren(child);
+  const { settled } = await killChildren(child);
   signalStep(child, "SIGTERM");
   let timer: ReturnType<typeof setTimeout> | undefined;
   const grace = new Promise<"late">((r) => timer = setTimeout(() => r("late"), graceMs));
@@ -87,6 +142,7 @@ export async function stopGroup(child: Deno.ChildProcess, graceMs = GRACE_MS): P
   // Members that outlived the leader (or ignored SIGTERM) get SIGKILL either way.
   signalStep(child, "SIGKILL");
   if (first === "late") await child.status;
+  await settled; // the exit ended the stop wait, if nothing did before
 }
 
 /** SIGKILLs whatever is left in a finished step's group (background children of the agent). */

@@ -1,6 +1,24 @@
+/** stopGroup(): a step's leader stopped (waited for as an event), its own children killed, the group ended. */
 import { assert, assertEquals } from "../../tests/assert.ts";
 import { gone, until } from "../../tests/fixture/mod.ts";
-import { stopGroup } from "./proc.ts";
+import { closeFd } from "../sys/sock.ts";
+import { pidfdOpen, W, waitChildSync } from "../sys/wait.ts";
+import { STOP_BOUND_MS, stopGroup } from "./proc.ts";
+
+/** A step running `script` under bash that prints one line (a pid) first; that pid. */
+async function stepWithPid(script: string): Promise<{ child: Deno.ChildProcess; pid: number }> {
+  const child = new Deno.Command("/bin/bash", {
+    args: ["-c", script],
+    stdin: "null",
+    stdout: "piped",
+    stderr: "null", // bash's "Killed" notice for the child it loses
+  }).spawn();
+  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  let text = "";
+  while (!text.includes("\n")) text += (await reader.read()).value ?? "";
+  reader.releaseLock();
+  return { child, pid: Number(text.trim()) };
+}
 
 Deno.test("stopGroup() ends a step whose group does not exist yet (its setsid has not run)", async () => {
   // Not a group leader, and it forms its group only once told: a cancel that came before setsid.
@@ -19,16 +37,7 @@ Deno.test("stopGroup() ends a step whose group does not exist yet (its setsid ha
 
 Deno.test("stopGroup() also ends a child of the step that lives in a session of its own (a sandbox init)", async () => {
   // As bwrap's init after --new-session: neither in the step's group nor killed with its parent.
-  const child = new Deno.Command("/bin/bash", {
-    args: ["-c", "setsid sleep 600 & echo $!; wait"],
-    stdin: "null",
-    stdout: "piped",
-  }).spawn();
-  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
-  let text = "";
-  while (!text.includes("\n")) text += (await reader.read()).value ?? "";
-  reader.releaseLock();
-  const orphan = Number(text.trim());
+  const { child, pid: orphan } = await stepWithPid("setsid sleep 600 & echo $!; wait");
   try {
     assert(!gone(orphan), "the session's own child runs");
     await stopGroup(child, 50);
@@ -39,5 +48,51 @@ Deno.test("stopGroup() also ends a child of the step that lives in a session of 
       Deno.kill(orphan, "SIGKILL");
     } catch { /* gone */ }
     await child.stdout.cancel().catch(() => {});
+  }
+});
+
+Deno.test("stopGroup() stops a leader that ignores every signal it can (SIGSTOP it cannot) and kills its children", async () => {
+  // The leader shrugs off SIGTERM (an ignored signal stays ignored across its exec): only SIGSTOP
+  // (to find its children) and SIGKILL reach it. The stop is an event: it ends the wait, not the
+  // bound (which a poll that missed it would reach).
+  const { child, pid: orphan } = await stepWithPid(
+    "trap '' HUP INT QUIT TERM TSTP TTIN TTOU USR1 USR2; " +
+      "setsid sleep 600 & echo $!; wait; exec sleep 600",
+  );
+  try {
+    const t0 = performance.now();
+    await stopGroup(child, 50);
+    const took = performance.now() - t0;
+    assertEquals({ ...await child.status }, { success: false, code: 137, signal: "SIGKILL" });
+    assert(took < STOP_BOUND_MS, `stopGroup took ${took} ms: the stop was not seen`);
+    await until(() => gone(orphan), `pid ${orphan} to end with the stopped step`, 10_000);
+  } finally {
+    try {
+      Deno.kill(orphan, "SIGKILL");
+    } catch { /* gone */ }
+    await child.stdout.cancel().catch(() => {});
+  }
+});
+
+Deno.test("stopGroup() of a leader that already exited (a zombie not yet reaped) leaves its status to Deno", async () => {
+  const child = new Deno.Command("/bin/sh", { args: ["-c", "exit 7"], stdout: "null" }).spawn();
+  const pidfd = pidfdOpen(child.pid); // same turn as the spawn: Deno has reaped nothing
+  assert(pidfd >= 0, `pidfd_open: ${pidfd}`);
+  try {
+    // Blocks this thread until the exit (W.NOWAIT: still unreaped), so Deno's reaper, which runs
+    // only from this thread's event loop, cannot take it before stopGroup begins.
+    assertEquals(waitChildSync(pidfd, W.EXITED | W.NOWAIT), {
+      pid: child.pid,
+      how: "exited",
+      status: 7,
+    });
+    const t0 = performance.now();
+    await stopGroup(child, 50);
+    const took = performance.now() - t0;
+    // The exit report ended the wait at once, and W.NOWAIT left the status to Deno.
+    assertEquals({ ...await child.status }, { success: false, code: 7, signal: null });
+    assert(took < STOP_BOUND_MS, `stopGroup took ${took} ms: the exit was not seen`);
+  } finally {
+    closeFd(pidfd);
   }
 });
