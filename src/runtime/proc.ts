@@ -66,18 +66,18 @@ function childrenOf(pid: number): number[] {
  * runs the command and holds the step's stdout, so the cancelled run's session waits for it
  * (tests/runtime/chat_test.ts saw it under load).
  *
- * The stop is waited for as an event (waitid on a pidfd, off the JS thread), raced against {@link
- * STOP_BOUND_MS}. The pidfd is opened before the SIGSTOP goes through Deno's handle, which refuses
- * once Deno has reaped the child: a SIGSTOP sent proves the pidfd names our child and not a process
- * that reused its pid since. A pidfd and not P_PID: a bare pid is safe only while Deno cannot reap,
- * i.e. within one turn of this thread (its reaper runs from this event loop), and the wait spans
- * turns; a pid reaped meanwhile could name another child of ours (another run's step), whose stop
- * or exit would pass for this one's. The children are read by pid, and the pidfd still naming an
- * unreaped process after the read proves `/proc/<pid>` was our child's throughout (reaping is
- * final, and only then is a pid free). They are live children of our stopped child: none can be
- * reaped (it runs no wait while stopped; only a leader ignoring SIGCHLD has the kernel reap them),
- * so no reused pid can be among them. (Past the bound the list is read from a leader that may still
- * run, as it always was then: best effort.)
+ * The stop is waited for as an event (waitid on a pidfd, off the JS thread), raced against
+ * {@link STOP_BOUND_MS}. The pidfd is opened before the SIGSTOP goes through Deno's handle, which
+ * refuses once Deno has reaped the child: a SIGSTOP sent proves the pidfd names our child and not a
+ * process that reused its pid since. A pidfd and not P_PID: a bare pid is safe only while Deno
+ * cannot reap, i.e. within one turn of this thread (its reaper runs from this event loop), and the
+ * wait spans turns; a pid reaped meanwhile could name another child of ours (another run's step),
+ * whose stop or exit would pass for this one's. The children are read by pid, and the pidfd still
+ * naming an unreaped process after the read proves `/proc/<pid>` was our child's throughout
+ * (reaping is final, and only then is a pid free). They are live children of our stopped child:
+ * none can be reaped (it runs no wait while stopped; only a leader ignoring SIGCHLD has the kernel
+ * reap them), so no reused pid can be among them. (Past the bound the list is read from a leader
+ * that may still run, as it always was then: best effort.)
  *
  * Resolves once the children are killed, to `settled`: the waitid's end (the pidfd closed then).
  */
