@@ -81,20 +81,25 @@ function childrenOf(pid: number): number[] {
  *
  * Resolves once the children are killed, to `settled`: the waitid's end (the pidfd closed then).
  */
-async function killChildren(child: Deno.ChildProcess): Promise<{ settled: Promise<void> }> {
+/** How the wait for a leader's stop ended: its stop or exit seen, already reaped, or the bound. */
+export type StopWait = "stopped" | "exited" | "gone" | "unknown" | "late";
+
+async function killChildren(
+  child: Deno.ChildProcess,
+): Promise<{ how: StopWait; settled: Promise<void> }> {
   const pidfd = pidfdOpen(child.pid);
   try {
     child.kill("SIGSTOP");
   } catch {
     if (pidfd >= 0) closeFd(pidfd);
-    return { settled: Promise.resolve() }; // reaped already: nothing of its own is left to find
+    return { how: "gone", settled: Promise.resolve() }; // reaped already: nothing of its own is left to find
   }
   if (pidfd < 0) {
     // No fd to wait on (EMFILE): kill what is there now, in this turn (Deno reaps only from this
     // thread's event loop, so the pid is still our child's), without waiting for the stop.
     for (const k of childrenOf(child.pid)) kill(k);
     cont(child);
-    return { settled: Promise.resolve() };
+    return { how: "unknown", settled: Promise.resolve() };
   }
   // The waitid runs on a thread of Deno's blocking pool and returns at the stop, or at the exit,
   // or with ECHILD once Deno reaped the child. Past the bound (a leader in D state: the stop comes
@@ -106,8 +111,9 @@ async function killChildren(child: Deno.ChildProcess): Promise<{ settled: Promis
   const stop = stopOrExit(pidfd);
   let timer: ReturnType<typeof setTimeout> | undefined;
   const late = new Promise<"late">((r) => timer = setTimeout(() => r("late"), STOP_BOUND_MS));
+  let how: StopWait = "late";
   try {
-    const how = await Promise.race([stop, late]);
+    how = await Promise.race([stop, late]);
     clearTimeout(timer);
     // Exited (or reaped): its children went to a reaper of their own, out of reach by this path.
     if (how !== "exited" && how !== "gone") {
@@ -117,7 +123,7 @@ async function killChildren(child: Deno.ChildProcess): Promise<{ settled: Promis
   } finally {
     cont(child);
   }
-  return { settled: stop.then(() => void closeFd(pidfd)) };
+  return { how, settled: stop.then(() => void closeFd(pidfd)) };
 }
 
 function kill(pid: number): void {
@@ -134,10 +140,13 @@ function cont(child: Deno.ChildProcess): void {
 
 /**
  * Ends a step: its own children first (see killChildren), then SIGTERM to the group, SIGKILL after
- * the grace period; resolves once the leader is reaped.
+ * the grace period; resolves once the leader is reaped, to how the wait for its stop ended.
  */
-export async function stopGroup(child: Deno.ChildProcess, graceMs = GRACE_MS): Promise<void> {
-  const { settled } = await killChildren(child);
+export async function stopGroup(
+  child: Deno.ChildProcess,
+  graceMs = GRACE_MS,
+): Promise<StopWait> {
+  const { how, settled } = await killChildren(child);
   signalStep(child, "SIGTERM");
   let timer: ReturnType<typeof setTimeout> | undefined;
   const grace = new Promise<"late">((r) => timer = setTimeout(() => r("late"), graceMs));
@@ -147,6 +156,7 @@ export async function stopGroup(child: Deno.ChildProcess, graceMs = GRACE_MS): P
   signalStep(child, "SIGKILL");
   if (first === "late") await child.status;
   await settled; // the exit ended the stop wait, if nothing did before
+  return how;
 }
 
 /** SIGKILLs whatever is left in a finished step's group (background children of the agent). */
