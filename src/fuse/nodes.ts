@@ -26,6 +26,10 @@ export interface Node {
    * for writing clears it (a write changes attributes the kernel then asks for).
    */
   until?: number;
+  /** Children found by LOOKUP under this directory node, by name (see {@link Nodes.child}). */
+  kids?: Map<string, Node>;
+  /** Where this node is listed as a child: its parent's `kids` and its name there. */
+  up?: { kids: Map<string, Node>; name: string };
 }
 
 /** Maps ids and paths both ways; the root is id 1 with path "". */
@@ -36,7 +40,7 @@ export class Nodes {
   #next = 2;
 
   constructor() {
-    const root: Node = { id: 1, path: "", alts: [], lookups: 1 };
+    const root = node(1, "", 1);
     this.#byId.set(1, root);
     this.#byPath.set("", root);
   }
@@ -44,6 +48,27 @@ export class Nodes {
   /** The node with id `id`, if the kernel still holds it. */
   get(id: number): Node | undefined {
     return this.#byId.get(id);
+  }
+
+  /**
+   * The child `name` of directory node `parent`, as an earlier LOOKUP found it: a LOOKUP of a
+   * known name then builds no path string and hashes none. Only nodes with one name are listed,
+   * and every change of a node's path ({@link drop}, {@link move}, {@link alias}, FORGET) takes
+   * it out of its parent's list, so a listed child's path is its parent's path plus `name`.
+   */
+  child(parent: Node, name: string): Node | undefined {
+    return parent.kids?.get(name);
+  }
+
+  /** Lists the node at `path` as the child `name` of `parent` (after a LOOKUP found it there). */
+  adopt(parent: Node, name: string, path: string): void {
+    const n = this.#byPath.get(path);
+    if (n === undefined || n.path !== path || n.alts.length > 0 || n.up !== undefined) return;
+    const kids = parent.kids ??= new Map();
+    const old = kids.get(name);
+    if (old !== undefined) unlist(old);
+    kids.set(name, n);
+    n.up = { kids, name };
   }
 
   /** The node currently at `path`, if any. */
@@ -61,13 +86,14 @@ export class Nodes {
     if (!n && key !== undefined) {
       const k = this.#byKey.get(key);
       if (k && k.path !== null) {
+        unlist(k); // a second name
         k.alts.push(path);
         this.#byPath.set(path, k);
         n = k;
       }
     }
     if (!n) {
-      n = { id: this.#next++, path, alts: [], lookups: 0 };
+      n = node(this.#next++, path, 0);
       this.#byId.set(n.id, n);
       this.#byPath.set(path, n);
     }
@@ -81,7 +107,7 @@ export class Nodes {
 
   /** A node without a name (an O_TMPFILE file), with one kernel reference; LINK may name it later. */
   anon(): Node {
-    const n: Node = { id: this.#next++, path: null, alts: [], lookups: 1 };
+    const n = node(this.#next++, null, 1);
     this.#byId.set(n.id, n);
     return n;
   }
@@ -95,6 +121,7 @@ export class Nodes {
   /** LINK: `path` is a new name of `n` (one more kernel reference), known by backing `key`. */
   alias(n: Node, path: string, key: string): Node {
     this.drop(path);
+    unlist(n);
     if (n.path === null) n.path = path;
     else n.alts.push(path);
     this.#byPath.set(path, n);
@@ -112,6 +139,7 @@ export class Nodes {
     if (!n || id === 1) return;
     n.lookups -= count;
     if (n.lookups > 0) return;
+    unlist(n);
     this.#byId.delete(id);
     for (const p of n.path === null ? n.alts : [n.path, ...n.alts]) {
       if (this.#byPath.get(p) === n) this.#byPath.delete(p);
@@ -124,6 +152,7 @@ export class Nodes {
     const n = this.#byPath.get(path);
     if (!n) return;
     this.#byPath.delete(path);
+    unlist(n);
     if (n.path === path) {
       n.path = n.alts.shift() ?? null;
       if (n.path === null && n.key !== undefined && this.#byKey.get(n.key) === n) {
@@ -139,6 +168,7 @@ export class Nodes {
     this.drop(to);
     const n = this.#byPath.get(from);
     if (n) {
+      unlist(n); // its descendants stay its children, under the same names
       this.#byPath.delete(from);
       if (n.path === from) n.path = to;
       else n.alts = n.alts.map((p) => (p === from ? to : p));
@@ -168,6 +198,34 @@ export class Nodes {
   get size(): number {
     return this.#byId.size;
   }
+}
+
+/**
+ * A new node with every field present from the start: nodes then share one hidden class, and the
+ * per-request reads of `path`, `memo` and `lookups` stay monomorphic (fields added later, in
+ * whatever order requests set them, gave each node its own shape).
+ */
+function node(id: number, path: string | null, lookups: number): Node {
+  return {
+    id,
+    path,
+    alts: [],
+    lookups,
+    key: undefined,
+    memo: undefined,
+    io: undefined,
+    until: undefined,
+    kids: undefined,
+    up: undefined,
+  };
+}
+
+/** Takes `n` out of its parent's child list (its path is about to change, or it is gone). */
+function unlist(n: Node): void {
+  const up = n.up;
+  if (up === undefined) return;
+  if (up.kids.get(up.name) === n) up.kids.delete(up.name);
+  n.up = undefined;
 }
 
 /** `dir/name`, with the root's children having no leading slash. */
