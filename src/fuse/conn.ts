@@ -46,6 +46,8 @@ export type Handler = (req: Request, out: Uint8Array) => Answer | Promise<Answer
 export interface FileSystem {
   /** Handlers keyed by opcode; an opcode without one answers ENOSYS. */
   handlers: Partial<Record<number, Handler>>;
+  /** Called before each request's handler runs (not before FORGET, INIT or INTERRUPT). */
+  before?(): void;
   /** FORGET / BATCH_FORGET: drop `nlookup` references to `nodeid` (no reply). */
   forget(nodeid: number, nlookup: number): void;
   /**
@@ -71,6 +73,13 @@ const dec = new TextDecoder();
 const NO_ARG: Record<string, number> = Object.freeze({});
 const NO_NAMES: string[] = Object.freeze([]) as unknown as string[];
 const NO_DATA = new Uint8Array(0);
+
+const HI = 0x1_0000_0000;
+
+/** An opcode's name, for messages. */
+function nameOf(opcode: number): string {
+  return OPCODES[opcode]?.name ?? `op${opcode}`;
+}
 
 /** A name from the request buffer: short ASCII names (nearly all) without the TextDecoder call. */
 function text(buf: Uint8Array, start: number, end: number): string {
@@ -163,23 +172,24 @@ export class Conn {
       this.#log(`fuse: short request of ${n} bytes ignored`);
       return false;
     }
-    const h = decode(IN_HEADER, view);
-    const spec = OPCODES[h.opcode];
-    const name = spec?.name ?? `op${h.opcode}`;
+    // struct fuse_in_header, read in place (no intermediate object): len u32, opcode u32, unique
+    // u64, nodeid u64, uid, gid, pid u32, total_extlen u16, padding u16.
+    const opcode = view.getUint32(4, true);
+    const spec = OPCODES[opcode];
     const req: Request = {
-      opcode: h.opcode,
-      unique: h.unique,
-      nodeid: h.nodeid,
-      uid: h.uid,
-      gid: h.gid,
-      pid: h.pid,
+      opcode,
+      unique: view.getUint32(8, true) + view.getUint32(12, true) * HI,
+      nodeid: view.getUint32(16, true) + view.getUint32(20, true) * HI,
+      uid: view.getUint32(24, true),
+      gid: view.getUint32(28, true),
+      pid: view.getUint32(32, true),
       arg: NO_ARG,
       names: NO_NAMES,
       data: NO_DATA,
     };
-    let at = IN_HEADER.size + h.total_extlen * 8;
+    let at = IN_HEADER.size + view.getUint16(36, true) * 8;
     if (spec?.input) {
-      if (n < at + spec.input.size) return this.#short(req, name, n);
+      if (n < at + spec.input.size) return this.#short(req, nameOf(opcode), n);
       req.arg = decode(spec.input, view, at);
       at += spec.input.size;
     }
@@ -188,7 +198,7 @@ export class Conn {
       req.names = [];
       for (let i = 0; i < count; i++) {
         const end = this.#buf.indexOf(0, at);
-        if (end < 0 || end >= n) return this.#short(req, name, n);
+        if (end < 0 || end >= n) return this.#short(req, nameOf(opcode), n);
         req.names.push(text(this.#buf, at, end));
         at = end + 1;
       }
@@ -197,12 +207,14 @@ export class Conn {
     if (at < n) req.data = this.#buf.subarray(at, n);
     if (this.#debug) {
       this.#log(
-        `rx ${h.unique}: ${name} n${h.nodeid} uid=${h.uid} ${JSON.stringify(req.arg)} ${
-          req.names.map((s) => JSON.stringify(s)).join(" ")
-        }${req.data.length ? ` +${req.data.length}B` : ""}`,
+        `rx ${req.unique}: ${nameOf(opcode)} n${req.nodeid} uid=${req.uid} ${
+          JSON.stringify(req.arg)
+        } ${req.names.map((s) => JSON.stringify(s)).join(" ")}${
+          req.data.length ? ` +${req.data.length}B` : ""
+        }`,
       );
     }
-    switch (h.opcode) {
+    switch (opcode) {
       case OP.INIT:
         this.#send(req.unique, this.#init(req));
         return false;
@@ -210,14 +222,14 @@ export class Conn {
         this.#send(req.unique, 0);
         return true;
       case OP.FORGET:
-        this.#fs.forget(h.nodeid, req.arg.nlookup);
+        this.#fs.forget(req.nodeid, req.arg.nlookup);
         return false;
       case OP.BATCH_FORGET: {
         const count = req.arg.count;
         for (let i = 0; i < count && at + 16 * (i + 1) <= n; i++) {
           const o = at + 16 * i;
-          const id = view.getUint32(o, true) + view.getUint32(o + 4, true) * 0x1_0000_0000;
-          const nl = view.getUint32(o + 8, true) + view.getUint32(o + 12, true) * 0x1_0000_0000;
+          const id = view.getUint32(o, true) + view.getUint32(o + 4, true) * HI;
+          const nl = view.getUint32(o + 8, true) + view.getUint32(o + 12, true) * HI;
           this.#fs.forget(id, nl);
         }
         return false;
@@ -225,16 +237,17 @@ export class Conn {
       case OP.INTERRUPT:
         return false; // handlers run to completion; the reply to the original request still goes out
     }
-    const handler = this.#fs.handlers[h.opcode];
+    const handler = this.#fs.handlers[opcode];
     if (!spec || !handler) {
       this.#send(req.unique, -ERRNO.ENOSYS);
       return false;
     }
     let answer: Answer | Promise<Answer>;
     try {
+      this.#fs.before?.();
       answer = handler(req, this.#out);
     } catch (e) {
-      this.#fail(name, e);
+      this.#fail(nameOf(opcode), e);
       answer = -ERRNO.EIO;
     }
     if (answer instanceof Promise) {
@@ -242,7 +255,7 @@ export class Conn {
       answer.then(
         (a) => this.#send(unique, typeof a === "number" && a > 0 ? -ERRNO.EIO : a),
         (e) => {
-          this.#fail(name, e);
+          this.#fail(nameOf(opcode), e);
           this.#send(unique, -ERRNO.EIO);
         },
       );
@@ -307,7 +320,12 @@ export class Conn {
       this.#reply.set(answer, 16);
       len += answer.length;
     }
-    encode(OUT_HEADER, this.#replyView, 0, { len, error, unique });
+    // struct fuse_out_header: len u32, error i32, unique u64
+    const v = this.#replyView;
+    v.setUint32(0, len, true);
+    v.setInt32(4, error, true);
+    v.setUint32(8, unique >>> 0, true);
+    v.setUint32(12, (unique / HI) >>> 0, true);
     const r = libc.write(this.fd, this.#reply, len);
     if (this.#debug) this.#log(`tx ${unique}: ${error ? `error ${-error}` : `ok ${len - 16}B`}`);
     // ENOENT: the request was interrupted and is gone; nothing else to do for it.
