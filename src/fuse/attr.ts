@@ -16,8 +16,30 @@ export function direntType(mode: number): number {
   return (mode & S.IFMT) >> 12;
 }
 
-/** The attributes of a backing file. */
-export function fromStat(st: Stat): Attr {
+/**
+ * The attributes of a backing file: a new object, or `into` overwritten (no allocation: a stat's
+ * times and inode numbers are doubles, boxed when stored in a new object).
+ */
+export function fromStat(st: Stat, into?: Attr): Attr {
+  if (into !== undefined) {
+    into.ino = st.ino;
+    into.size = st.size;
+    into.blocks = st.blocks;
+    into.atime = st.atime;
+    into.mtime = st.mtime;
+    into.ctime = st.ctime;
+    into.atimensec = st.atimensec;
+    into.mtimensec = st.mtimensec;
+    into.ctimensec = st.ctimensec;
+    into.mode = st.mode;
+    into.nlink = st.nlink;
+    into.uid = st.uid;
+    into.gid = st.gid;
+    into.rdev = st.rdev;
+    into.blksize = st.blksize;
+    into.flags = 0;
+    return into;
+  }
   return {
     ino: st.ino,
     size: st.size,
@@ -76,20 +98,30 @@ export function virtualAttr(
   };
 }
 
-function split(seconds: number): [number, number] {
-  const s = Math.floor(seconds);
-  return [s, Math.round((seconds - s) * 1e9)];
-}
-
 const views = new WeakMap<ArrayBuffer, DataView>();
-function viewOf(out: Uint8Array): [DataView, number] {
+// The last buffer asked for: every reply goes to the connection's one reply area, so the WeakMap
+// (an identity hash per call) is consulted only when another buffer comes.
+let lastBuf: ArrayBuffer | undefined;
+let lastView: DataView | undefined;
+function viewOf(out: Uint8Array): DataView {
   const buf = out.buffer as ArrayBuffer;
+  if (buf === lastBuf) return lastView as DataView;
   let v = views.get(buf);
   if (!v) {
     v = new DataView(buf);
     views.set(buf, v);
   }
-  return [v, out.byteOffset];
+  lastBuf = buf;
+  lastView = v;
+  return v;
+}
+
+/** Writes a timeout of `ttl` seconds as the u64 seconds at `at` and the u32 nanoseconds at `nsecAt`. */
+function putValid(v: DataView, at: number, nsecAt: number, ttl: number): void {
+  const s = Math.floor(ttl);
+  v.setUint32(at, s >>> 0, true);
+  v.setUint32(at + 4, 0, true);
+  v.setUint32(nsecAt, Math.round((ttl - s) * 1e9), true);
 }
 
 /** Writes a `fuse_entry_out` into `out`; returns its length (128). */
@@ -97,30 +129,29 @@ export function putEntry(
   out: Uint8Array,
   options: { nodeid: number; attr: Attr; ttl: number },
 ): number {
-  const [v, at] = viewOf(out);
-  const [s, ns] = split(options.ttl);
-  encode(ENTRY_OUT, v, at, {
-    nodeid: options.nodeid,
-    generation: 0,
-    entry_valid: s,
-    attr_valid: s,
-    entry_valid_nsec: ns,
-    attr_valid_nsec: ns,
-  });
+  const v = viewOf(out);
+  const at = out.byteOffset;
+  const id = options.nodeid;
+  v.setUint32(at, id >>> 0, true); // nodeid
+  v.setUint32(at + 4, (id / 0x1_0000_0000) >>> 0, true);
+  v.setBigUint64(at + 8, 0n, true); // generation: node ids are never reused
+  putValid(v, at + 16, at + 32, options.ttl); // entry_valid, entry_valid_nsec
+  putValid(v, at + 24, at + 36, options.ttl); // attr_valid, attr_valid_nsec
   encode(ATTR, v, at + ENTRY_OUT.size, options.attr);
   return ENTRY_OUT.size + ATTR.size;
 }
 
 /** Writes a `fuse_attr_out` into `out`; returns its length (104). */
 export function putAttr(out: Uint8Array, options: { attr: Attr; ttl: number }): number {
-  const [v, at] = viewOf(out);
-  const [s, ns] = split(options.ttl);
-  encode(ATTR_OUT, v, at, { attr_valid: s, attr_valid_nsec: ns });
+  const v = viewOf(out);
+  const at = out.byteOffset;
+  putValid(v, at, at + 8, options.ttl); // attr_valid, attr_valid_nsec
+  v.setUint32(at + 12, 0, true); // dummy
   encode(ATTR, v, at + ATTR_OUT.size, options.attr);
   return ATTR_OUT.size + ATTR.size;
 }
 
 /** A DataView over `out` and the offset where `out` starts in it. */
 export function outView(out: Uint8Array): [DataView, number] {
-  return viewOf(out);
+  return [viewOf(out), out.byteOffset];
 }

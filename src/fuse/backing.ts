@@ -51,17 +51,18 @@ export class Backing {
 
   /**
    * The fd of directory `path` ("" is the generation), opened beneath the generation without
-   * following a symlink in any component; or -errno (ELOOP: a symlink on the way).
+   * following a symlink in any component; or -errno (ELOOP: a symlink on the way). `fresh`:
+   * opened for this request only (see {@link Place.fresh}).
    */
-  dirFd(path: string, options: { fresh?: boolean } = {}): number {
+  dirFd(path: string, fresh = false): number {
     if (path === "") return this.dir.fd;
-    if (!options.fresh) {
+    if (!fresh) {
       const d = this.#dirs.get(path);
       if (d !== undefined) return d.fd;
     }
     const fd = this.dir.beneath(libc.cstr(path));
     if (fd < 0) return fd;
-    if (options.fresh) {
+    if (fresh) {
       this.#retired.push(fd); // used for this request only
       return fd;
     }
@@ -76,7 +77,7 @@ export class Backing {
 
   /** The directory fd and name a backing call on `place` takes, or -errno. */
   at(place: Place): At | number {
-    const fd = this.dirFd(place.parent, { fresh: place.fresh });
+    const fd = this.dirFd(place.parent, place.fresh);
     return fd < 0 ? fd : { fd, name: place.name };
   }
 

@@ -4,6 +4,7 @@ import { ERRNO } from "../abi/errno.ts";
 import * as libc from "../sys/libc.ts";
 import { fromStat, outView, putAttr } from "./attr.ts";
 import { Agents } from "./agents.ts";
+import type { Backing } from "./backing.ts";
 import { ROOT_NAMES } from "./classify.ts";
 import type { FileSystem, Handler, Request } from "./conn.ts";
 import { Dirs } from "./dirs.ts";
@@ -22,6 +23,7 @@ const ROOT = new Set<string>(ROOT_NAMES);
 export class CtxFs implements FileSystem {
   readonly handlers: Partial<Record<number, Handler>>;
   #t: Tree;
+  #back: Backing;
 
   constructor(options: CtxFsOptions) {
     const t = this.#t = new Tree(options);
@@ -65,16 +67,15 @@ export class CtxFs implements FileSystem {
       [OP.SETXATTR]: (r) => xattrs.write(r),
       [OP.REMOVEXATTR]: (r) => xattrs.write(r),
     };
-    // Before every request, no backing directory fd is in use: close the ones retired by the
-    // last request (backing.ts never closes an fd under a call still holding it).
-    const back = t.back;
-    for (const [op, h] of Object.entries(this.handlers)) {
-      if (!h) continue;
-      this.handlers[Number(op)] = (r, out) => {
-        back.settle();
-        return h(r, out);
-      };
-    }
+    this.#back = t.back;
+  }
+
+  /**
+   * Before every request no backing directory fd is in use: close the ones retired by the last
+   * request (backing.ts never closes an fd under a call still holding it).
+   */
+  before(): void {
+    this.#back.settle();
   }
 
   /** The node table (diagnostics and tests). */
@@ -95,11 +96,17 @@ export class CtxFs implements FileSystem {
   /** LOOKUP. */
   lookup(req: Request, out: Uint8Array): number {
     const t = this.#t;
-    const parent = t.path(req.nodeid);
+    const dir = t.nodes.get(req.nodeid);
+    const parent = dir?.path ?? null;
     if (parent === null) return -E.ENOENT;
     const name = req.names[0];
+    const known = t.nodes.child(dir as Node, name); // dir is defined: parent !== null
+    if (known !== undefined) return t.entry(out, known.path as string, known);
     if (parent === "" && !ROOT.has(name)) return -E.ENOENT;
-    return t.entry(out, join(parent, name));
+    const path = join(parent, name);
+    const r = t.entry(out, path);
+    if (r >= 0) t.nodes.adopt(dir as Node, name, path);
+    return r;
   }
 
   /** GETATTR (with a file handle when the kernel has one: unlinked open files still answer). */
@@ -122,7 +129,7 @@ export class CtxFs implements FileSystem {
       return typeof st === "number" ? st : putAttr(out, { attr: fromStat(st), ttl: 0 });
     }
     const info = t.nodeInfo(node as Node & { path: string }); // path !== null above
-    const a = t.stat(path, info);
+    const a = t.stat(path, info, true);
     if (typeof a === "number") {
       const w = a === -E.ENOENT && info.kind === "control" ? t.pending(path, h) : null;
       return w ? putAttr(out, { attr: t.pendingAttr(path, w), ttl: 0 }) : a;

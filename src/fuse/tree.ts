@@ -113,6 +113,8 @@ export class Tree {
   // Kind, backing C path and timeout depend only on the path string: one cached record per path
   // (bounded), because every request needs them and building them costs more than the lstat.
   #infos = new Map<string, PathInfo>();
+  /** What {@link stat} fills when asked to reuse an object. */
+  #attr: Attr = virtualAttr("", { mode: 0, size: 0, time: 0 });
 
   constructor(options: CtxFsOptions) {
     this.o = options;
@@ -160,9 +162,9 @@ export class Tree {
   }
   /** lstat of the backing `path` itself (nothing on the way followed): the shared Stat or -errno. */
   lstat(path: string, info: PathInfo = this.info(path)): libc.Stat | number {
-    const at = this.back.at(info);
-    if (typeof at === "number") return at;
-    const st = this.dir.lstat(at);
+    const fd = this.back.dirFd(info.parent, info.fresh);
+    if (fd < 0) return fd;
+    const st = this.dir.lstatIn(fd, info.name);
     this.back.seen(path, st);
     return st;
   }
@@ -196,8 +198,11 @@ export class Tree {
     return null;
   }
 
-  /** The attributes of `path`, or -errno. */
-  stat(path: string, info: PathInfo = this.info(path)): Attr | number {
+  /**
+   * The attributes of `path`, or -errno. `reuse`: a backing file's come in one object this tree
+   * reuses, valid until the next call (for a caller that encodes them at once).
+   */
+  stat(path: string, info: PathInfo = this.info(path), reuse = false): Attr | number {
     const kind = info.kind;
     const now = this.start;
     switch (kind) {
@@ -289,20 +294,22 @@ export class Tree {
       case "stage": {
         const st = this.lstat(path, info);
         if (typeof st === "number") return st;
-        const a = fromStat(st);
+        const a = fromStat(st, reuse ? this.#attr : undefined);
         if (path === "home") a.mode = S.IFDIR | SHARED_DIR; // anyone may make home/<own uid>
         return a;
       }
     }
   }
 
-  /** Writes the `fuse_entry_out` of `path` (one more kernel reference to its node); length or -errno. */
-  entry(out: Uint8Array, path: string): number {
-    const known = this.nodes.at(path);
+  /**
+   * Writes the `fuse_entry_out` of `path` (one more kernel reference to its node); length or
+   * -errno. `known`: the node at `path`, when the caller has it already.
+   */
+  entry(out: Uint8Array, path: string, known: Node | undefined = this.nodes.at(path)): number {
     const info = known?.path === path
       ? this.nodeInfo(known as Node & { path: string })
       : this.info(path);
-    const a = this.stat(path, info);
+    const a = this.stat(path, info, true);
     if (typeof a === "number") return a;
     // A file with several names (hard links) is one kernel inode: same node for every name.
     const key = info.kind === "rw" && a.nlink > 1 && (a.mode & S.IFMT) !== S.IFDIR

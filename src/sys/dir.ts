@@ -108,6 +108,10 @@ export class Dir {
   lstat(at: At): Stat | number {
     return statAt(at.fd, at.name, NOFOLLOW);
   }
+  /** {@link lstat} of `name` in directory `fd`, for a caller without an {@link At} at hand. */
+  lstatIn(fd: number, name: Uint8Array): Stat | number {
+    return statAt(fd, name, NOFOLLOW);
+  }
   /** openat(2) with O_NOFOLLOW (a final symlink fails ELOOP): an fd (close-on-exec) or -errno. */
   open(at: At, flags: number, mode = 0): number {
     return ret(sym.openat(at.fd, at.name, flags | O.CLOEXEC | O.NOFOLLOW, mode));
