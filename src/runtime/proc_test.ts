@@ -85,9 +85,10 @@ Deno.test("stopGroup() of a leader that already exited (a zombie not yet reaped)
       status: 7,
     });
     const how = await stopGroup(child, 50);
-    // The exit report ended the wait, and W.NOWAIT left the status to Deno.
+    // The exit ended the wait, not its bound: seen by waitid (W.NOWAIT left the status to Deno)
+    // or, when Deno's reaper ran first, as ECHILD on a pidfd whose process is gone.
     assertEquals({ ...await child.status }, { success: false, code: 7, signal: null });
-    assertEquals(how, "exited", "the exit ended the wait, not its bound");
+    assert(how === "exited" || how === "gone", `the stop wait ended ${how}, not at the exit`);
   } finally {
     closeFd(pidfd);
   }
