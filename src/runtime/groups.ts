@@ -141,10 +141,10 @@ interface Live {
  */
 async function leadersExit(live: readonly Live[], graceMs: number): Promise<number[]> {
   if (live.length === 0) return [];
-  const end = Date.now() + graceMs;
+  const end = performance.now() + graceMs;
   const left = new Set(await waitExits(live.filter((l) => l.fd >= 0).map((l) => l.fd), graceMs));
   if (live.some((l) => l.fd < 0)) {
-    await new Promise((res) => setTimeout(res, Math.max(0, end - Date.now())));
+    await new Promise((res) => setTimeout(res, Math.max(0, end - performance.now())));
   }
   return live.filter((l) => l.fd < 0 ? matches(l.r) : left.has(l.fd)).map((l) => l.r.pgid)
     .sort((a, b) => a - b);

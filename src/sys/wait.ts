@@ -85,9 +85,9 @@ const POLLIN = 1;
  */
 export async function waitExits(pidfds: readonly number[], timeoutMs: number): Promise<number[]> {
   let left = [...pidfds];
-  const end = timeoutMs < 0 ? Infinity : Date.now() + timeoutMs;
+  const end = timeoutMs < 0 ? Infinity : performance.now() + timeoutMs;
   for (let failed = 0; left.length > 0 && failed < 3;) {
-    const ms = end === Infinity ? -1 : Math.max(0, Math.ceil(end - Date.now()));
+    const ms = end === Infinity ? -1 : Math.max(0, Math.ceil(end - performance.now()));
     const fds = new Uint8Array(8 * left.length); // one per call: waits may overlap
     const v = new DataView(fds.buffer);
     left.forEach((fd, i) => {
