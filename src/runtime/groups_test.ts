@@ -1,6 +1,7 @@
 /** reapGroups(): a killed daemon's leftover groups stopped as their receipts prove, the grace ended by the leaders' exits (pidfds, no children of ours) or its bound. */
 import { assert, assertEquals } from "../../tests/assert.ts";
-import { type Orphan, orphan, pidfds } from "../../tests/fixture/proc.ts";
+import { type Orphan, orphan, pidfds, polledPids } from "../../tests/fixture/proc.ts";
+import { until } from "../../tests/fixture/wait.ts";
 import { reapGroups, recordGroup } from "./groups.ts";
 
 /** Records `o` as a step's group in `dir`: its receipt file's name. */
@@ -25,6 +26,11 @@ Deno.test("reapGroups() ends the grace once every leader has exited, each exit s
     const graces: number[][] = [];
     // SIGTERM is ignored: only the line each is given ends it, within a grace no test outlasts.
     const reaping = reapGroups(dir, { graceMs: 60_000, onGrace: (late) => graces.push(late) });
+    const pair = [a.pid, b.pid].sort((x, y) => x - y);
+    await until(
+      () => polledPids().some((p) => p.join() === pair.join()),
+      "one poll(2) on both leaders' pidfds",
+    );
     await a.release();
     await b.release();
     assertEquals(await reaping, { stopped: [a.pid, b.pid].sort((x, y) => x - y), stale: [] });

@@ -1,5 +1,6 @@
 import { assert, assertEquals } from "../../tests/assert.ts";
-import { type Orphan, orphan, pidfds } from "../../tests/fixture/proc.ts";
+import { type Orphan, orphan, pidfds, polledPids } from "../../tests/fixture/proc.ts";
+import { until } from "../../tests/fixture/wait.ts";
 import { startTime } from "../sandbox/receipt.ts";
 import {
   type InstanceReceipt,
@@ -128,6 +129,7 @@ Deno.test("stopVerified() without an exit event ends at the orphan's exit, seen 
   const before = pidfds();
   try {
     const stopping = stopVerified(orphanReceipt(o), { graceMs: 60_000 });
+    await until(() => polledPids().some((p) => p.includes(o.pid)), "a poll(2) on its pidfd");
     await o.release();
     assertEquals(await stopping, "exited", "the exit ended the grace, not its bound");
     assertEquals(await o.ended(), "go\n", "it exited by itself: no SIGKILL reached it");

@@ -1,6 +1,7 @@
 /** reapInit(): the wait for a sandbox init that is no child of ours is its pidfd's readability, pinned to the receipt; the rest of launch() runs bwrap (tests/sandbox/launch_test.ts). */
 import { assertEquals } from "../../tests/assert.ts";
-import { type Orphan, orphan, pidfds } from "../../tests/fixture/proc.ts";
+import { type Orphan, orphan, pidfds, polledPids } from "../../tests/fixture/proc.ts";
+import { until } from "../../tests/fixture/wait.ts";
 import { reapInit } from "./launch.ts";
 import { bootId, type Receipt, startTime } from "./receipt.ts";
 
@@ -19,6 +20,7 @@ Deno.test("reapInit() ends at the init's exit, seen as an event (its pidfd reada
   const before = pidfds();
   try {
     const reaping = reapInit(receiptOf(o), { exitMs: 60_000 });
+    await until(() => polledPids().some((p) => p.includes(o.pid)), "a poll(2) on the init's pidfd");
     await o.release();
     assertEquals(await reaping, "exited", "the exit ended the wait, not the bound");
     assertEquals(await o.ended(), "go\n", "it exited by itself: no SIGKILL reached it");

@@ -1,6 +1,7 @@
 /** waitChild()/waitChildSync(): stops and exits of a Deno.Command child as events, leaving its reaping to Deno; waitExits(): any process's exit as a readable pidfd. */
 import { assert, assertEquals, assertRejects } from "../../tests/assert.ts";
-import { orphan } from "../../tests/fixture/proc.ts";
+import { orphan, polledPids, polls } from "../../tests/fixture/proc.ts";
+import { until } from "../../tests/fixture/wait.ts";
 import { closeFd, pidfdAlive } from "./sock.ts";
 import { type ChildReport, pidfdOpen, W, waitChild, waitChildSync, waitExits } from "./wait.ts";
 
@@ -121,6 +122,29 @@ Deno.test("waitExits() waits for every pidfd, and resolves to those still runnin
     const both = waitExits([fa, fb], 60_000);
     await b.release();
     assertEquals(await both, [], "the second exit ended the wait, not the bound");
+  } finally {
+    closeFd(fa);
+    closeFd(fb);
+    await a.close();
+    await b.close();
+  }
+});
+
+Deno.test("waitExits() waits in one poll(2) over all its pidfds on a thread of its own, and leaves none once the exits came", async () => {
+  const a = await orphan(), b = await orphan();
+  const fa = pin(a.pid), fb = pin(b.pid);
+  try {
+    const both = waitExits([fa, fb], 60_000);
+    // One thread blocked in one poll(2) over both pidfds, while this (the JS) thread runs on.
+    const pair = [a.pid, b.pid].sort((x, y) => x - y);
+    await until(
+      () => polledPids().some((p) => p.join() === pair.join()),
+      "one poll(2) on both pidfds",
+    );
+    await a.release();
+    await b.release();
+    assertEquals(await both, []);
+    assertEquals(polls().filter((p) => p.includes(fa) || p.includes(fb)), [], "no poll is left");
   } finally {
     closeFd(fa);
     closeFd(fb);
