@@ -2,9 +2,9 @@
 import { toCtxError } from "../abi/errno.ts";
 import { bootId, pinProcess, procState, startTime, startTimeAsync } from "../sandbox/receipt.ts";
 import { ensureDir, tempPath } from "../store/atomic.ts";
+import { readRegularText } from "../store/regular.ts";
 import { closeFd } from "../sys/sock.ts";
 import { waitExits } from "../sys/wait.ts";
-import { readRegularText } from "../store/regular.ts";
 import { GRACE_MS } from "./proc.ts";
 
 /** Schema tag of a group receipt file. */
