@@ -1,8 +1,10 @@
 /** Receipts of live agent process groups under the run dir; at start the runtime stops the groups a killed daemon left. */
 import { toCtxError } from "../abi/errno.ts";
-import { bootId, procState, startTime, startTimeAsync } from "../sandbox/receipt.ts";
+import { bootId, pinProcess, procState, startTime, startTimeAsync } from "../sandbox/receipt.ts";
 import { ensureDir, tempPath } from "../store/atomic.ts";
 import { readRegularText } from "../store/regular.ts";
+import { closeFd } from "../sys/sock.ts";
+import { waitExits } from "../sys/wait.ts";
 import { GRACE_MS } from "./proc.ts";
 
 /** Schema tag of a group receipt file. */
@@ -112,48 +114,93 @@ function matches(r: GroupReceipt): boolean {
   }
 }
 
+/** A pidfd on the receipt's leader, opened before the receipt is checked ({@link pinProcess}). */
+function pin(r: GroupReceipt): number | "stale" {
+  return pinProcess(r.pid, () => matches(r));
+}
+
 function signalGroup(pgid: number, sig: Deno.Signal): void {
   try {
     Deno.kill(-pgid, sig);
   } catch { /* ESRCH: the group is gone */ }
 }
 
+/** A receipt that matched its leader, and a pidfd pinned on that leader (negative: none to be had). */
+interface Live {
+  r: GroupReceipt;
+  path: string;
+  fd: number;
+}
+
+/**
+ * Waits for every leader's exit, up to `graceMs`: the pgids of those still running then, sorted
+ * (none: each exit was seen). The leaders are a killed daemon's, no children of ours, so waitid
+ * cannot see them: each exit is its pidfd turning readable, all of them in one poll off the JS
+ * thread ({@link waitExits}) whose timeout is the grace left. A leader without a pidfd (EMFILE)
+ * is waited for by the grace alone.
+ */
+async function leadersExit(live: readonly Live[], graceMs: number): Promise<number[]> {
+  if (live.length === 0) return [];
+  const end = performance.now() + graceMs;
+  const left = new Set(await waitExits(live.filter((l) => l.fd >= 0).map((l) => l.fd), graceMs));
+  if (live.some((l) => l.fd < 0)) {
+    await new Promise((res) => setTimeout(res, Math.max(0, end - performance.now())));
+  }
+  return live.filter((l) => l.fd < 0 ? matches(l.r) : left.has(l.fd)).map((l) => l.r.pgid)
+    .sort((a, b) => a - b);
+}
+
+/** Options of {@link reapGroups}. */
+export interface ReapOptions {
+  /** Between SIGTERM and SIGKILL (default {@link GRACE_MS}). */
+  graceMs?: number;
+  /** Only this agent's receipts (an instance reaping its own). */
+  agent?: string;
+  /**
+   * Told how the wait after SIGTERM ended, when there was one: the pgids whose leader was still
+   * running at the grace's end (none: every leader's exit ended it).
+   */
+  onGrace?: (late: number[]) => void;
+}
+
 /**
  * Stops every group whose receipt in `dir` still matches a live leader (same boot, same start
- * time): SIGTERM to the group, SIGKILL after the grace. A receipt whose pid is gone or now names
- * another process (different start time or boot) kills nothing. Every receipt is removed; with
+ * time): SIGTERM to the group, SIGKILL once every leader has exited or the grace is over. A receipt
+ * whose pid is gone or now names another process (different start time or boot) kills nothing:
+ * its leader is pinned by a pidfd opened before the receipt is checked ({@link pinProcess}), so a
+ * pid reused after the check cannot stand in for it in the wait. Every receipt is removed; with
  * `agent`, only that agent's receipts are looked at (an instance reaping its own).
  */
-export async function reapGroups(
-  dir: string,
-  options: { graceMs?: number; agent?: string } = {},
-): Promise<Reaped> {
+export async function reapGroups(dir: string, options: ReapOptions = {}): Promise<Reaped> {
   ensureDir(dir, 0o700);
   const out: Reaped = { stopped: [], stale: [] };
-  const live: { r: GroupReceipt; path: string }[] = [];
-  for (const e of Deno.readDirSync(dir)) {
-    if (!e.isFile || !e.name.endsWith(".json")) continue;
-    const path = `${dir}/${e.name}`;
-    let r: GroupReceipt | undefined;
-    try {
-      // Root's own directory, but a wait on a FIFO would stall every start: regular files only,
-      // and anything else there (EIO) is a stale receipt like an unparsable one.
-      r = parse(readRegularText(path) ?? "");
-    } catch (err) {
-      if (toCtxError(err, path).errno !== "EIO") throw toCtxError(err, path);
+  const live: Live[] = [];
+  try {
+    for (const e of Deno.readDirSync(dir)) {
+      if (!e.isFile || !e.name.endsWith(".json")) continue;
+      const path = `${dir}/${e.name}`;
+      let r: GroupReceipt | undefined;
+      try {
+        // Root's own directory, but a wait on a FIFO would stall every start: regular files only,
+        // and anything else there (EIO) is a stale receipt like an unparsable one.
+        r = parse(readRegularText(path) ?? "");
+      } catch (err) {
+        if (toCtxError(err, path).errno !== "EIO") throw toCtxError(err, path);
+      }
+      // An instance reaps only its own agent's groups; another agent's receipts are not its to judge.
+      if (options.agent !== undefined && r?.agent !== options.agent) continue;
+      const fd = r ? pin(r) : "stale";
+      if (r && fd !== "stale") live.push({ r, path, fd });
+      else {
+        out.stale.push(e.name);
+        dropGroup(path);
+      }
     }
-    // An instance reaps only its own agent's groups; another agent's receipts are not its to judge.
-    if (options.agent !== undefined && r?.agent !== options.agent) continue;
-    if (r && matches(r)) live.push({ r, path });
-    else {
-      out.stale.push(e.name);
-      dropGroup(path);
-    }
-  }
-  for (const { r } of live) signalGroup(r.pgid, "SIGTERM");
-  const deadline = Date.now() + (options.graceMs ?? GRACE_MS);
-  while (live.some(({ r }) => matches(r)) && Date.now() < deadline) {
-    await new Promise((res) => setTimeout(res, 10));
+    for (const { r } of live) signalGroup(r.pgid, "SIGTERM");
+    const late = await leadersExit(live, options.graceMs ?? GRACE_MS);
+    if (live.length > 0) options.onGrace?.(late);
+  } finally {
+    for (const { fd } of live) if (fd >= 0) closeFd(fd); // no poll on them is left
   }
   for (const { r, path } of live) {
     // Members that outlived the leader (or ignored SIGTERM) get SIGKILL either way. The leader

@@ -1,8 +1,10 @@
 /** Instance receipts under `<run>/instance/`: what the host proves about an agent instance before releasing it, and the stop that trusts only them. */
 import { toCtxError } from "../abi/errno.ts";
-import { bootId, procState, startTime } from "../sandbox/receipt.ts";
+import { bootId, pinProcess, procState, startTime } from "../sandbox/receipt.ts";
 import { ensureDir, replaceFile, tempPath } from "../store/atomic.ts";
 import { readRegularText } from "../store/regular.ts";
+import { closeFd } from "../sys/sock.ts";
+import { waitExits } from "../sys/wait.ts";
 
 /** Schema tag of an instance receipt. */
 export const INSTANCE_SCHEMA = "cortexfs.instance-receipt/v1";
@@ -195,7 +197,10 @@ export type Stopped = "exited" | "killed" | "stale";
 /** Options of {@link stopVerified}. */
 export interface StopOptions {
   graceMs: number;
-  /** The caller's exit event; without one the receipt is re-checked on each tick. */
+  /**
+   * The caller's exit event; without one (the process is not our child) its exit is waited for
+   * through a pidfd.
+   */
   exited?: Promise<unknown>;
   /**
    * Asks it to end instead of SIGTERM to its group (a systemd unit: `systemctl stop`); the
@@ -207,24 +212,59 @@ export interface StopOptions {
 /**
  * Stops what the receipt proves: nothing when the pid is gone or now names another process
  * (`stale`); else SIGTERM to the instance's group (or `terminate`), then SIGKILL after `graceMs`
- * unless `exited` resolves first.
+ * unless it exits first (`exited`, else `killed` once it is gone after the SIGKILL).
+ *
+ * Without the caller's exit event (a killed host's orphan instance: not our child, so waitid
+ * cannot see it) the exit is its pidfd turning readable, waited for off the JS thread with the
+ * grace as the poll's timeout ({@link waitExits}). The pidfd is opened before the receipt is
+ * checked ({@link pinProcess}), so it names the recorded process and no later one with its pid;
+ * it is closed once no poll on it is left. Without a pidfd (EMFILE) the grace alone is waited,
+ * and the SIGKILL (if it still matches then) is not followed by a wait.
  */
 export async function stopVerified(r: InstanceReceipt, options: StopOptions): Promise<Stopped> {
-  if (!receiptMatches(r)) return "stale";
-  if (options.terminate) options.terminate();
-  else signal(r.pgid, "SIGTERM");
+  const exit = options.exited ?? pinProcess(r.pid, () => receiptMatches(r));
+  if (exit === "stale" || (typeof exit !== "number" && !receiptMatches(r))) return "stale";
+  try {
+    if (options.terminate) options.terminate();
+    else signal(r.pgid, "SIGTERM");
+    return typeof exit === "number"
+      ? await pidfdGrace(r, exit, options.graceMs)
+      : await eventGrace(r, exit, options.graceMs);
+  } finally {
+    if (typeof exit === "number" && exit >= 0) closeFd(exit); // every poll on it has returned
+  }
+}
+
+/** The wait after the SIGTERM on the caller's exit event: `exited` within the grace, else SIGKILL. */
+async function eventGrace(
+  r: InstanceReceipt,
+  exited: Promise<unknown>,
+  graceMs: number,
+): Promise<Stopped> {
   let timer: ReturnType<typeof setTimeout> | undefined;
-  const late = new Promise<"late">((res) => timer = setTimeout(() => res("late"), options.graceMs));
-  const gone = options.exited ?? (async () => {
-    // No exit event (a killed host's orphan is not our child): its /proc entry tells.
-    while (receiptMatches(r)) await new Promise((res) => setTimeout(res, 10));
-  })();
-  const why = await Promise.race([gone.then(() => "gone" as const), late]);
+  const late = new Promise<"late">((res) => timer = setTimeout(() => res("late"), graceMs));
+  const why = await Promise.race([exited.then(() => "gone" as const), late]);
   clearTimeout(timer);
   if (why === "gone") return "exited";
   // It matched a grace period ago and Linux hands out pids cyclically: the group is still its.
   if (receiptMatches(r)) signal(r.pgid, "SIGKILL");
-  await gone;
+  await exited;
+  return "killed";
+}
+
+/**
+ * The wait after the SIGTERM on the pidfd `fd` (negative: none to be had, the grace alone):
+ * `exited` within the grace, else SIGKILL and `killed` once the pidfd tells it is gone.
+ */
+async function pidfdGrace(r: InstanceReceipt, fd: number, graceMs: number): Promise<Stopped> {
+  if (fd < 0) {
+    await new Promise((res) => setTimeout(res, graceMs));
+    if (!receiptMatches(r)) return "exited";
+  } else if ((await waitExits([fd], graceMs)).length === 0) return "exited";
+  // Running at the grace's end (its pidfd says so), so it holds its pid and its group id still;
+  // the receipt is checked again all the same, as on the event path.
+  if (receiptMatches(r)) signal(r.pgid, "SIGKILL");
+  if (fd >= 0) await waitExits([fd], -1); // returns once it is gone, as the SIGKILL makes it
   return "killed";
 }
 

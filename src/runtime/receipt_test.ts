@@ -1,4 +1,6 @@
 import { assert, assertEquals } from "../../tests/assert.ts";
+import { type Orphan, orphan, pidfds, polledPids } from "../../tests/fixture/proc.ts";
+import { until } from "../../tests/fixture/wait.ts";
 import { startTime } from "../sandbox/receipt.ts";
 import {
   type InstanceReceipt,
@@ -107,5 +109,59 @@ Deno.test("reapReceipts() stops a matching orphan, clears a reused one untouched
       await v.child.status;
     }
     Deno.removeSync(dir, { recursive: true });
+  }
+});
+
+/** The receipt of an orphan instance a killed host left (it leads its own group, as one does). */
+function orphanReceipt(o: Orphan): InstanceReceipt {
+  const r = receiptOf("t", o.pid, { uid: 0 });
+  if (!r) throw new Error(`${o.pid} is gone`);
+  return r;
+}
+
+/** The pidfds open now that were not open at `before` (those a call left open). */
+function leftOpen(before: number[]): number[] {
+  return pidfds().filter((fd) => !before.includes(fd));
+}
+
+Deno.test("stopVerified() without an exit event ends at the orphan's exit, seen as an event (its pidfd)", async () => {
+  const o = await orphan({ ignoreTerm: true }); // only its line ends it
+  const before = pidfds();
+  try {
+    const stopping = stopVerified(orphanReceipt(o), { graceMs: 60_000 });
+    await until(() => polledPids().some((p) => p.includes(o.pid)), "a poll(2) on its pidfd");
+    await o.release();
+    assertEquals(await stopping, "exited", "the exit ended the grace, not its bound");
+    assertEquals(await o.ended(), "go\n", "it exited by itself: no SIGKILL reached it");
+    assertEquals(leftOpen(before), []);
+  } finally {
+    await o.close();
+  }
+});
+
+Deno.test("stopVerified() without an exit event SIGKILLs an orphan that outlives the grace, and returns once it is gone", async () => {
+  const o = await orphan({ ignoreTerm: true });
+  const before = pidfds();
+  try {
+    assertEquals(await stopVerified(orphanReceipt(o), { graceMs: 0 }), "killed");
+    assertEquals(await o.ended(), "", "the SIGKILL ended it before its line came");
+    assertEquals(leftOpen(before), []);
+  } finally {
+    await o.close();
+  }
+});
+
+Deno.test("stopVerified() of an orphan its receipt no longer matches (a reused pid) signals nothing, its pidfd closed again", async () => {
+  const o = await orphan(); // SIGTERM would end it: no signal may reach it
+  const before = pidfds();
+  try {
+    const r = orphanReceipt(o);
+    const reused = { ...r, start_time: String(Number(r.start_time) - 1) };
+    assertEquals(await stopVerified(reused, { graceMs: 60_000 }), "stale");
+    assertEquals(leftOpen(before), []);
+    await o.release();
+    assertEquals(await o.ended(), "go\n", "it ran until told");
+  } finally {
+    await o.close();
   }
 });

@@ -1,8 +1,12 @@
 /** Runs a profile under bubblewrap: no fd above 2 leaks in, and a --block-fd gate holds the command until the receipt is recorded. */
 import { CtxError, errnoName } from "../abi/errno.ts";
 import { F, fcntl } from "../sys/libc.ts";
+import { closeFd, pidfdSignal } from "../sys/sock.ts";
+import { waitExits } from "../sys/wait.ts";
 import { type HostLayout, hostLayout, profile, type SandboxSpec } from "./profile.ts";
-import { bootId, type Receipt, receiptLive, startTime } from "./receipt.ts";
+import { bootId, pinProcess, type Receipt, receiptLive, startTime } from "./receipt.ts";
+
+const SIGKILL = 9;
 
 /** Options for {@link launch}. */
 export interface LaunchOptions {
@@ -338,7 +342,7 @@ export async function launch(
       }
       const out = { bytes: concat(body), truncated: outTruncated };
       const [status, err] = await Promise.all([child.status, errP]);
-      if (receipt) await reaped(receipt);
+      if (receipt) await reapInit(receipt);
       if (!receipt) {
         const msg = new TextDecoder().decode(err.bytes).trim();
         throw new CtxError(
@@ -367,20 +371,50 @@ export async function launch(
   }
 }
 
+/** How long {@link reapInit} waits for the init's exit before the SIGKILL, and again after it (the defaults). */
+export const REAP_BOUND_MS = 1000;
+
+/**
+ * How {@link reapInit} ended: nothing matched the receipt (gone already, or its pid now names
+ * another process: no signal), the init's exit seen, its exit seen after the SIGKILL, or neither.
+ */
+export type InitEnd = "gone" | "exited" | "killed" | "late";
+
 /**
  * Waits until the sandbox init of `r` is gone. bwrap's monitor exits as soon as the init reports
  * the command's status on its eventfd, a moment before the init itself exits; the init takes
  * every process of the pid namespace with it, so once it is gone nothing of the run is left.
- * Should it linger past a bound, it is killed (the receipt's start time proves it is ours).
+ * Should it linger past `exitMs`, it is killed, and waited for up to `killMs` (both
+ * {@link REAP_BOUND_MS} unless given).
+ *
+ * The init is not our child (bwrap's monitor is its parent): its exit is waited for as a pidfd
+ * turning readable, off the JS thread ({@link waitExits}), the poll's timeout the bound. The
+ * pidfd is opened before the receipt is checked ({@link pinProcess}), so it provably names the
+ * recorded init, and the SIGKILL goes through it: never to a process that reused the pid. It is
+ * closed once no poll on it is left. Without a pidfd (EMFILE) the bound alone is waited, and the
+ * SIGKILL goes by pid if the receipt still matches then (as it always did).
  */
-async function reaped(r: Receipt): Promise<void> {
-  for (let i = 0; i < 2000 && receiptLive(r); i++) {
-    if (i === 1000) {
-      try {
-        Deno.kill(r.pid, "SIGKILL");
-      } catch { /* gone meanwhile */ }
-    }
-    await new Promise((ok) => setTimeout(ok, 1));
+export async function reapInit(
+  r: Receipt,
+  options: { exitMs?: number; killMs?: number } = {},
+): Promise<InitEnd> {
+  const { exitMs = REAP_BOUND_MS, killMs = REAP_BOUND_MS } = options;
+  const fd = pinProcess(r.pid, () => receiptLive(r));
+  if (fd === "stale") return "gone";
+  if (fd < 0) {
+    await new Promise((ok) => setTimeout(ok, exitMs));
+    if (!receiptLive(r)) return "exited";
+    try {
+      Deno.kill(r.pid, "SIGKILL");
+    } catch { /* gone meanwhile */ }
+    return "late";
+  }
+  try {
+    if ((await waitExits([fd], exitMs)).length === 0) return "exited";
+    pidfdSignal(fd, SIGKILL); // ESRCH: it exited meanwhile, and the wait below sees that
+    return (await waitExits([fd], killMs)).length === 0 ? "killed" : "late";
+  } finally {
+    closeFd(fd); // both polls have returned
   }
 }
 

@@ -1,5 +1,7 @@
 /** Launch receipts: which host process is a sandbox's init, proven by its /proc start time. */
-import { CtxError } from "../abi/errno.ts";
+import { CtxError, ERRNO } from "../abi/errno.ts";
+import { closeFd } from "../sys/sock.ts";
+import { pidfdOpen } from "../sys/wait.ts";
 
 /** What the launcher recorded before releasing the sandboxed command. */
 export interface Receipt {
@@ -64,4 +66,23 @@ export function receiptLive(r: Receipt): boolean {
   } catch {
     return false;
   }
+}
+
+/**
+ * A pidfd for the process a receipt records, opened first and verified after: a pidfd names the
+ * process that held `pid` at its open, and that process keeps the pid until it is reaped, so
+ * `matches()` (the caller's check of the receipt: pid and /proc start time) holding after the
+ * open proves the pidfd is the recorded process's, never a later one's that reused the pid (the
+ * recorded process started before the open). `stale` when the process is gone or the receipt no
+ * longer matches (the fd is closed again); a negative errno when it matches but no pidfd could be
+ * had (EMFILE). The caller closes the fd.
+ */
+export function pinProcess(pid: number, matches: () => boolean): number | "stale" {
+  const fd = pidfdOpen(pid);
+  if (fd === -ERRNO.ESRCH) return "stale";
+  if (!matches()) {
+    if (fd >= 0) closeFd(fd);
+    return "stale";
+  }
+  return fd;
 }

@@ -1,4 +1,4 @@
-/** Socket calls Deno lacks: SO_PEERCRED, SO_PEERPIDFD, pidfd liveness, FD_CLOEXEC. */
+/** Socket calls Deno lacks: SO_PEERCRED, SO_PEERPIDFD, pidfd liveness and signals, FD_CLOEXEC. */
 import { CtxError, errnoName } from "../abi/errno.ts";
 import { ARCH } from "./arch.ts";
 import { errno, libc } from "./ffi.ts";
@@ -48,7 +48,21 @@ export function peerPidfd(fd: number): number {
  * is not reusable until it is reaped), else -errno (ESRCH once it is gone). Sends nothing.
  */
 export function pidfdAlive(pidfd: number): number {
-  const r = libc().sys_pidfd_send_signal(ARCH.SYS.pidfd_send_signal, BigInt(pidfd), 0n, 0n, 0n);
+  return pidfdSignal(pidfd, 0);
+}
+
+/**
+ * pidfd_send_signal(pidfd, sig, NULL, 0): sends signal number `sig` to the pidfd's process, and
+ * never to one that reused its pid; 0 or -errno (ESRCH once it is gone).
+ */
+export function pidfdSignal(pidfd: number, sig: number): number {
+  const r = libc().sys_pidfd_send_signal(
+    ARCH.SYS.pidfd_send_signal,
+    BigInt(pidfd),
+    BigInt(sig),
+    0n,
+    0n,
+  );
   return r === 0 ? 0 : -errno();
 }
 

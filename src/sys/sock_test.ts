@@ -1,9 +1,13 @@
-/** peerPidfd() and pidfdAlive(): a pidfd pins the connecting process; it reads ESRCH once reaped. */
+/** peerPidfd(), pidfdAlive() and pidfdSignal(): a pidfd pins the connecting process; it reads ESRCH once reaped. */
 import net from "node:net";
-import { assertEquals } from "../../tests/assert.ts";
-import { closeFd, fdOf, peerCred, peerPidfd, pidfdAlive } from "./sock.ts";
+import { assert, assertEquals } from "../../tests/assert.ts";
+import { orphan } from "../../tests/fixture/proc.ts";
+import { closeFd, fdOf, peerCred, peerPidfd, pidfdAlive, pidfdSignal } from "./sock.ts";
+import { pidfdOpen, waitExits } from "./wait.ts";
 
 const ESRCH = 3;
+const SIGTERM = 15;
+const SIGKILL = 9;
 
 /** A child process connected to a fresh listener; it exits when the server writes one byte. */
 async function connectedChild(): Promise<{
@@ -52,5 +56,20 @@ Deno.test("peerPidfd() gives a pidfd of the connecting process: alive (0) while 
     assertEquals(closeFd(pidfd), 0);
   } finally {
     await cleanup();
+  }
+});
+
+Deno.test("pidfdSignal() signals the pidfd's process: an ignored SIGTERM leaves it, SIGKILL ends it", async () => {
+  const o = await orphan({ ignoreTerm: true });
+  const fd = pidfdOpen(o.pid); // it is blocked on its read: its pid cannot be reused
+  assert(fd >= 0, `pidfd_open(${o.pid}): ${fd}`);
+  try {
+    assertEquals(pidfdSignal(fd, SIGTERM), 0);
+    assertEquals(await waitExits([fd], 0), [fd], "SIGTERM is ignored");
+    assertEquals(pidfdSignal(fd, SIGKILL), 0);
+    assertEquals(await waitExits([fd], 60_000), []);
+  } finally {
+    closeFd(fd);
+    await o.close();
   }
 });

@@ -1,4 +1,4 @@
-/** A child's stop or exit as an event: pidfd_open(2) and waitid(2) with P_PIDFD, off the JS thread or on it. */
+/** A child's stop or exit as an event: pidfd_open(2) and waitid(2) with P_PIDFD, off the JS thread or on it; any process's exit as a readable pidfd. */
 import { ARCH } from "./arch.ts";
 import { errno, libc } from "./ffi.ts";
 
@@ -68,4 +68,41 @@ export async function waitChild(pidfd: number, options: number): Promise<ChildRe
 export function waitChildSync(pidfd: number, options: number): ChildReport | null | number {
   const info = new Uint8Array(SIGINFO_SIZE);
   return sym.waitid_sync(P_PIDFD, pidfd, info, options) < 0 ? -errno() : decode(info);
+}
+
+const POLLIN = 1;
+
+/**
+ * Waits off the JS thread until the process behind each pidfd has exited, or `timeoutMs` passed
+ * (-1: no bound); resolves to the pidfds whose process still runs then (none: every exit seen).
+ * A pidfd polls readable once its process has exited (a zombie, or reaped): any process, not only
+ * a child of ours as waitid needs. Each poll(2) runs on a thread of Deno's blocking pool over the
+ * fds still running, with the time left as its timeout, and returns at an exit or at the bound:
+ * no thread is held longer than the processes live or the bound. A failed poll (EINTR; errno is
+ * unreadable off-thread) is retried, three times in a row at most, then the wait ends as at the
+ * bound. The pidfds must stay open until this settles (a closed number can be reused under a poll
+ * yet to run).
+ */
+export async function waitExits(pidfds: readonly number[], timeoutMs: number): Promise<number[]> {
+  let left = [...pidfds];
+  const end = timeoutMs < 0 ? Infinity : performance.now() + timeoutMs;
+  for (let failed = 0; left.length > 0 && failed < 3;) {
+    const ms = end === Infinity ? -1 : Math.max(0, Math.ceil(end - performance.now()));
+    const fds = new Uint8Array(8 * left.length); // one per call: waits may overlap
+    const v = new DataView(fds.buffer);
+    left.forEach((fd, i) => {
+      v.setInt32(8 * i, fd, true); // struct pollfd { int fd; short events; short revents; }
+      v.setInt16(8 * i + 4, POLLIN, true);
+    });
+    const r = await sym.poll(fds, BigInt(left.length), ms);
+    if (r < 0) {
+      failed++;
+      continue;
+    }
+    if (r === 0) break; // the bound
+    failed = 0;
+    // POLLIN (exited), POLLHUP (reaped too), or POLLNVAL (not an open fd: nothing to wait for)
+    left = left.filter((_, i) => v.getInt16(8 * i + 6, true) === 0);
+  }
+  return left;
 }

@@ -1,7 +1,9 @@
-/** waitChild()/waitChildSync(): stops and exits of a Deno.Command child as events, leaving its reaping to Deno. */
-import { assertEquals, assertRejects } from "../../tests/assert.ts";
+/** waitChild()/waitChildSync(): stops and exits of a Deno.Command child as events, leaving its reaping to Deno; waitExits(): any process's exit as a readable pidfd. */
+import { assert, assertEquals, assertRejects } from "../../tests/assert.ts";
+import { orphan, polledPids, polls } from "../../tests/fixture/proc.ts";
+import { until } from "../../tests/fixture/wait.ts";
 import { closeFd, pidfdAlive } from "./sock.ts";
-import { type ChildReport, pidfdOpen, W, waitChild, waitChildSync } from "./wait.ts";
+import { type ChildReport, pidfdOpen, W, waitChild, waitChildSync, waitExits } from "./wait.ts";
 
 const ESRCH = 3;
 const ECHILD = 10;
@@ -85,5 +87,68 @@ Deno.test("an exit taken without W.NOWAIT is lost to Deno: child.status rejects 
     assertEquals(String(e), "Error: No child processes (os error 10)");
   } finally {
     closeFd(pidfd);
+  }
+});
+
+/** A pidfd of `pid` (an orphan blocked on its read: it cannot exit, so its pid is not reused). */
+function pin(pid: number): number {
+  const fd = pidfdOpen(pid);
+  assert(fd >= 0, `pidfd_open(${pid}): ${fd}`);
+  return fd;
+}
+
+Deno.test("waitExits() ends at the exit of a process that is no child of ours (waitid cannot see it)", async () => {
+  const o = await orphan();
+  const fd = pin(o.pid);
+  try {
+    assertEquals(waitChildSync(fd, W.EXITED | W.NOHANG | W.NOWAIT), -ECHILD);
+    const waited = waitExits([fd], 60_000);
+    await o.release();
+    assertEquals(await waited, [], "its exit ended the wait, not the bound");
+  } finally {
+    closeFd(fd);
+    await o.close();
+  }
+});
+
+Deno.test("waitExits() waits for every pidfd, and resolves to those still running at the bound", async () => {
+  const a = await orphan(), b = await orphan();
+  const fa = pin(a.pid), fb = pin(b.pid);
+  try {
+    assertEquals(await waitExits([fa, fb], 0), [fa, fb]);
+    await a.release();
+    assertEquals(await waitExits([fa], 60_000), []);
+    assertEquals(await waitExits([fa, fb], 0), [fb]);
+    const both = waitExits([fa, fb], 60_000);
+    await b.release();
+    assertEquals(await both, [], "the second exit ended the wait, not the bound");
+  } finally {
+    closeFd(fa);
+    closeFd(fb);
+    await a.close();
+    await b.close();
+  }
+});
+
+Deno.test("waitExits() waits in one poll(2) over all its pidfds on a thread of its own, and leaves none once the exits came", async () => {
+  const a = await orphan(), b = await orphan();
+  const fa = pin(a.pid), fb = pin(b.pid);
+  try {
+    const both = waitExits([fa, fb], 60_000);
+    // One thread blocked in one poll(2) over both pidfds, while this (the JS) thread runs on.
+    const pair = [a.pid, b.pid].sort((x, y) => x - y);
+    await until(
+      () => polledPids().some((p) => p.join() === pair.join()),
+      "one poll(2) on both pidfds",
+    );
+    await a.release();
+    await b.release();
+    assertEquals(await both, []);
+    assertEquals(polls().filter((p) => p.includes(fa) || p.includes(fb)), [], "no poll is left");
+  } finally {
+    closeFd(fa);
+    closeFd(fb);
+    await a.close();
+    await b.close();
   }
 });
