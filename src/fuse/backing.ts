@@ -4,7 +4,7 @@ import * as libc from "../sys/libc.ts";
 import type { Stat } from "../sys/libc.ts";
 
 /** An open parent directory: its fd and which directory it was when opened. */
-interface Open {
+export interface Open {
   fd: number;
   dev: number;
   ino: number;
@@ -18,6 +18,17 @@ export interface Place {
   name: Uint8Array;
   /** Open the parent afresh for every call: its backing tree changes behind the mount. */
   fresh: boolean;
+  /**
+   * Backing's memo of its lookups for this place, each valid while the cache is at the version
+   * it was made at (any entry added or dropped moves the version): the parent's cached fd, and
+   * this path's own cached directory (null: none). Saves a string-keyed Map lookup per call.
+   */
+  memo: { version: number; parent: Open | null; ownVersion: number; own: Open | null };
+}
+
+/** A fresh {@link Place.memo}: nothing known yet. */
+export function noMemo(): Place["memo"] {
+  return { version: -1, parent: null, ownVersion: -1, own: null };
 }
 
 /** More cached directory fds than this and the cache starts over (fds are cheap, not free). */
@@ -42,6 +53,8 @@ export class Backing {
   /** The generation directory. */
   readonly dir: Dir;
   #dirs = new Map<string, Open>();
+  /** Moves whenever {@link #dirs} gains or loses an entry (see {@link Place.memo}). */
+  #version = 0;
   /** fds no longer cached (or opened for one call): closed at the next {@link settle}. */
   #retired: number[] = [];
 
@@ -72,19 +85,45 @@ export class Backing {
       return st;
     }
     this.#dirs.set(path, { fd, dev: st.dev, ino: st.ino });
+    this.#version++;
     return fd;
   }
 
   /** The directory fd and name a backing call on `place` takes, or -errno. */
   at(place: Place): At | number {
-    const fd = this.dirFd(place.parent, place.fresh);
+    const fd = this.parentFd(place);
     return fd < 0 ? fd : { fd, name: place.name };
   }
 
-  /** Notes what a stat found at `path`: a cached fd of another (or no) directory there is dropped, with those below it. */
-  seen(path: string, st: Stat | number): void {
-    const d = this.#dirs.get(path);
-    if (d === undefined) return;
+  /** The fd of `place`'s parent directory ({@link dirFd}), or -errno. */
+  parentFd(place: Place): number {
+    if (place.fresh || place.parent === "") return this.dirFd(place.parent, place.fresh);
+    const m = place.memo;
+    if (m.version === this.#version && m.parent !== null) return m.parent.fd;
+    const fd = this.dirFd(place.parent);
+    if (fd < 0) return fd;
+    m.parent = this.#dirs.get(place.parent) ?? null;
+    m.version = this.#version;
+    return fd;
+  }
+
+  /**
+   * Notes what a stat found at `place` (the path `path`): a cached fd of another (or no)
+   * directory there is dropped, with those below it.
+   */
+  seen(path: string, st: Stat | number, place?: Place): void {
+    if (this.#dirs.size === 0) return;
+    let d: Open | null;
+    const m = place?.memo;
+    if (m !== undefined && m.ownVersion === this.#version) d = m.own;
+    else {
+      d = this.#dirs.get(path) ?? null;
+      if (m !== undefined) {
+        m.own = d;
+        m.ownVersion = this.#version;
+      }
+    }
+    if (d === null) return;
     if (typeof st === "number" || st.ino !== d.ino || st.dev !== d.dev) this.forget(path);
   }
 
@@ -96,6 +135,7 @@ export class Backing {
       if (p === path || p.startsWith(below)) {
         this.#dirs.delete(p);
         this.#retired.push(d.fd);
+        this.#version++;
       }
     }
   }
@@ -108,6 +148,7 @@ export class Backing {
     if (this.#dirs.size > MAX_DIRS) {
       for (const d of this.#dirs.values()) this.#retired.push(d.fd);
       this.#dirs.clear();
+      this.#version++;
     }
     if (this.#retired.length === 0) return;
     for (const fd of this.#retired) libc.close(fd);

@@ -2,7 +2,7 @@
 import { assert, assertEquals } from "../../tests/assert.ts";
 import { ERRNO } from "../abi/errno.ts";
 import * as libc from "../sys/libc.ts";
-import { Backing, type Place } from "./backing.ts";
+import { Backing, noMemo, type Place } from "./backing.ts";
 
 const E = ERRNO;
 const c = (s: string) => libc.cstr(s);
@@ -10,6 +10,7 @@ const place = (parent: string, name: string, fresh = false): Place => ({
   parent,
   name: c(name),
   fresh,
+  memo: noMemo(),
 });
 
 async function withTree(fn: (root: string, outside: string, b: Backing) => void): Promise<void> {
@@ -105,5 +106,46 @@ Deno.test("Backing: a cached parent fd is dropped when a stat finds another dire
     b.forget("home");
     b.settle();
     assertEquals(b.cached, 0);
+  });
+});
+
+Deno.test("Backing: places kept across calls (their memo) follow the cache: a directory replaced behind the mount, a forget, a new entry", async () => {
+  await withTree((root, _outside, b) => {
+    const dir = b.dir;
+    const f = place("home/1/d", "f"), d = place("home/1", "d"), g = place("home/1/e", "g");
+    const read = (p: Place) => {
+      const at = b.at(p);
+      if (typeof at === "number") return at;
+      const fd = dir.open(at, libc.O.RDONLY);
+      if (fd < 0) return fd;
+      const buf = new Uint8Array(16);
+      const n = libc.pread(fd, buf, 0);
+      libc.close(fd);
+      return new TextDecoder().decode(buf.subarray(0, n));
+    };
+    const stat = (p: Place) => {
+      const fd = b.parentFd(p);
+      assert(fd >= 0, `parent of ${p.parent}: ${fd}`);
+      return dir.lstatIn(fd, p.name);
+    };
+    assertEquals(read(f), "inside");
+    b.seen("home/1/d", stat(d), d); // the same directory: kept
+    assertEquals(read(f), "inside");
+    Deno.renameSync(`${root}/home/1/d`, `${root}/home/1/old`);
+    Deno.mkdirSync(`${root}/home/1/d`);
+    Deno.writeTextFileSync(`${root}/home/1/d/f`, "new");
+    assertEquals(read(f), "inside"); // the memo, like the cache, names the old directory...
+    b.seen("home/1/d", stat(d), d); // ...until a stat of d finds another one there
+    b.settle();
+    assertEquals(read(f), "new");
+    // A new cached directory elsewhere moves the version: the memos look again and still agree.
+    Deno.mkdirSync(`${root}/home/1/e`);
+    Deno.writeTextFileSync(`${root}/home/1/e/g`, "g");
+    assertEquals(read(g), "g");
+    assertEquals(read(f), "new");
+    b.forget("home/1/d");
+    b.settle();
+    Deno.removeSync(`${root}/home/1/d`, { recursive: true });
+    assertEquals(read(f), -E.ENOENT); // forgotten: reopened, and gone
   });
 });

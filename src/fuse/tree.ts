@@ -3,7 +3,7 @@ import { type Attr, FOPEN } from "../abi/fuse.ts";
 import { ERRNO } from "../abi/errno.ts";
 import * as libc from "../sys/libc.ts";
 import type { At, Dir } from "../sys/dir.ts";
-import { Backing, type Place } from "./backing.ts";
+import { Backing, noMemo, type Place } from "./backing.ts";
 import { fromStat, outView, putAttr, putEntry, S, virtualAttr } from "./attr.ts";
 import { baseOf, classify, type Kind, parentOf } from "./classify.ts";
 import type { Commit, ControlWriter, Refused, Temp } from "./control.ts";
@@ -141,6 +141,7 @@ export class Tree {
         parent: parentOf(path),
         name: libc.cstr(path === "" ? "." : baseOf(path)),
         fresh: daemonWritten(path),
+        memo: noMemo(),
       };
       this.#infos.set(path, i);
     }
@@ -162,10 +163,10 @@ export class Tree {
   }
   /** lstat of the backing `path` itself (nothing on the way followed): the shared Stat or -errno. */
   lstat(path: string, info: PathInfo = this.info(path)): libc.Stat | number {
-    const fd = this.back.dirFd(info.parent, info.fresh);
+    const fd = this.back.parentFd(info);
     if (fd < 0) return fd;
     const st = this.dir.lstatIn(fd, info.name);
-    this.back.seen(path, st);
+    this.back.seen(path, st, info);
     return st;
   }
   /** The entry/attribute timeout of `path` seen as `kind`. */
