@@ -27,9 +27,9 @@ export interface Node {
    */
   until?: number;
   /** Children found by LOOKUP under this directory node, by name (see {@link Nodes.child}). */
-  kids?: Map<string, Node>;
-  /** Where this node is listed as a child: its parent's `kids` and its name there. */
-  up?: { kids: Map<string, Node>; name: string };
+  kids?: Map<number, Node>;
+  /** Where this node is listed as a child: its parent's `kids`, its name there and the name's hash. */
+  up?: { kids: Map<number, Node>; name: string; hash: number };
 }
 
 /** Maps ids and paths both ways; the root is id 1 with path "". */
@@ -57,7 +57,13 @@ export class Nodes {
    * it out of its parent's list, so a listed child's path is its parent's path plus `name`.
    */
   child(parent: Node, name: string): Node | undefined {
-    return parent.kids?.get(name);
+    const kids = parent.kids;
+    if (kids === undefined) return undefined;
+    const n = kids.get(nameHash(name));
+    // Keyed by a hash of the name: a Map lookup by a string just read from the request would hash
+    // it in V8's runtime; the name itself decides. Two names with one hash: the later one is not
+    // listed (adopt), and takes the path-building LOOKUP.
+    return n !== undefined && (n.up as { name: string }).name === name ? n : undefined;
   }
 
   /** Lists the node at `path` as the child `name` of `parent` (after a LOOKUP found it there). */
@@ -65,10 +71,14 @@ export class Nodes {
     const n = this.#byPath.get(path);
     if (n === undefined || n.path !== path || n.alts.length > 0 || n.up !== undefined) return;
     const kids = parent.kids ??= new Map();
-    const old = kids.get(name);
-    if (old !== undefined) unlist(old);
-    kids.set(name, n);
-    n.up = { kids, name };
+    const hash = nameHash(name);
+    const old = kids.get(hash);
+    if (old !== undefined) {
+      if ((old.up as { name: string }).name !== name) return; // another name, same hash
+      unlist(old);
+    }
+    kids.set(hash, n);
+    n.up = { kids, name, hash };
   }
 
   /** The node currently at `path`, if any. */
@@ -220,11 +230,18 @@ function node(id: number, path: string | null, lookups: number): Node {
   };
 }
 
+/** FNV-1a of a name's UTF-16 code units, in 30 bits (a small integer: a Map key V8 hashes inline). */
+export function nameHash(name: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < name.length; i++) h = Math.imul(h ^ name.charCodeAt(i), 0x01000193);
+  return h & 0x3fffffff;
+}
+
 /** Takes `n` out of its parent's child list (its path is about to change, or it is gone). */
 function unlist(n: Node): void {
   const up = n.up;
   if (up === undefined) return;
-  if (up.kids.get(up.name) === n) up.kids.delete(up.name);
+  if (up.kids.get(up.hash) === n) up.kids.delete(up.hash);
   n.up = undefined;
 }
 

@@ -1,6 +1,6 @@
 /** The node table's child lists: a listed child's path is always its parent's path plus its name. */
 import { assertEquals } from "../../tests/assert.ts";
-import { type Node, Nodes } from "./nodes.ts";
+import { nameHash, type Node, Nodes } from "./nodes.ts";
 
 /** A tree a/b/x looked up the way LOOKUP does it: each node referenced, then adopted by its parent. */
 function tree(): { nodes: Nodes; root: Node; a: Node; b: Node; x: Node } {
@@ -68,4 +68,26 @@ Deno.test("a node with a second name (a hard link) is not listed: its path is no
   t.nodes.ref("a/b/x", "78"); // found to have nlink > 1
   t.nodes.ref("a/b/x3", "78"); // its other name: the same node, now with two names
   assertEquals(t.nodes.child(t.b, "x"), undefined);
+});
+
+Deno.test("two names with one hash: the child list answers only the name it holds, the other is not listed", () => {
+  const seen = new Map<number, string>();
+  let pair: [string, string] | undefined;
+  for (let i = 0; !pair; i++) {
+    const name = `n${i}`;
+    const other = seen.get(nameHash(name));
+    if (other !== undefined) pair = [other, name];
+    else seen.set(nameHash(name), name);
+  }
+  const [first, second] = pair;
+  const { nodes, b } = tree();
+  const one = nodes.ref(`a/b/${first}`), two = nodes.ref(`a/b/${second}`);
+  nodes.adopt(b, first, `a/b/${first}`);
+  nodes.adopt(b, second, `a/b/${second}`);
+  assertEquals(nodes.child(b, first), one);
+  assertEquals(nodes.child(b, second), undefined);
+  nodes.drop(`a/b/${first}`);
+  assertEquals(nodes.child(b, first), undefined);
+  nodes.adopt(b, second, `a/b/${second}`);
+  assertEquals(nodes.child(b, second), two);
 });
