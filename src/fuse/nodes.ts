@@ -38,16 +38,38 @@ export class Nodes {
   #byPath = new Map<string, Node>();
   #byKey = new Map<string, Node>();
   #next = 2;
+  /** The two nodes most recently asked for or referenced (see {@link get}); never a forgotten one. */
+  #hot0: Node;
+  #hot1: Node;
 
   constructor() {
     const root = node(1, "", 1);
+    this.#hot0 = this.#hot1 = root;
     this.#byId.set(1, root);
     this.#byPath.set("", root);
   }
 
   /** The node with id `id`, if the kernel still holds it. */
   get(id: number): Node | undefined {
-    return this.#byId.get(id);
+    // The request after a LOOKUP is nearly always about the node it answered (stat: LOOKUP, then
+    // GETATTR) or its directory: the last two nodes handed out or asked for skip the id Map.
+    const a = this.#hot0, b = this.#hot1;
+    if (a.id === id) return a;
+    if (b.id === id) {
+      this.#hot1 = a;
+      this.#hot0 = b;
+      return b;
+    }
+    const n = this.#byId.get(id);
+    if (n !== undefined) this.#hot(n);
+    return n;
+  }
+
+  #hot(n: Node): void {
+    if (this.#hot0 !== n) {
+      this.#hot1 = this.#hot0;
+      this.#hot0 = n;
+    }
   }
 
   /**
@@ -112,6 +134,7 @@ export class Nodes {
       this.#byKey.set(key, n);
     }
     n.lookups++;
+    this.#hot(n);
     return n;
   }
 
@@ -125,6 +148,7 @@ export class Nodes {
   /** One more kernel reference to a node already found with {@link at} (LOOKUP of a known name). */
   reref(n: Node): Node {
     n.lookups++;
+    this.#hot(n);
     return n;
   }
 
@@ -151,6 +175,12 @@ export class Nodes {
     if (n.lookups > 0) return;
     unlist(n);
     this.#byId.delete(id);
+    const root = this.#byId.get(1) as Node; // never forgotten
+    if (this.#hot1 === n) this.#hot1 = root;
+    if (this.#hot0 === n) {
+      this.#hot0 = this.#hot1;
+      this.#hot1 = root;
+    }
     for (const p of n.path === null ? n.alts : [n.path, ...n.alts]) {
       if (this.#byPath.get(p) === n) this.#byPath.delete(p);
     }

@@ -91,3 +91,13 @@ Deno.test("two names with one hash: the child list answers only the name it hold
   nodes.adopt(b, second, `a/b/${second}`);
   assertEquals(nodes.child(b, second), two);
 });
+
+Deno.test("get() of a forgotten node is undefined, even right after it was the one asked for", () => {
+  const { nodes, a, b, x } = tree();
+  assertEquals([nodes.get(x.id), nodes.get(b.id), nodes.get(x.id)], [x, b, x]);
+  nodes.forget(x.id, 1);
+  assertEquals(nodes.get(x.id), undefined);
+  assertEquals(nodes.get(b.id), b);
+  nodes.forget(b.id, 1);
+  assertEquals([nodes.get(b.id), nodes.get(a.id), nodes.get(1)?.id], [undefined, a, 1]);
+});
