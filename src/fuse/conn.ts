@@ -195,13 +195,14 @@ export class Conn {
     }
     const count = spec?.names ?? 0;
     if (count > 0) {
-      req.names = [];
+      const names: string[] = new Array(count); // its length known: no growing per push
       for (let i = 0; i < count; i++) {
         const end = this.#buf.indexOf(0, at);
         if (end < 0 || end >= n) return this.#short(req, nameOf(opcode), n);
-        req.names.push(text(this.#buf, at, end));
+        names[i] = text(this.#buf, at, end);
         at = end + 1;
       }
+      req.names = names;
     }
     // A view costs an allocation: only requests that carry bytes get one.
     if (at < n) req.data = this.#buf.subarray(at, n);
