@@ -48,6 +48,8 @@ const SYMBOLS = {
   unshare: { parameters: ["i32"], result: "i32" },
   socketpair: { parameters: ["i32", "i32", "i32", "buffer"], result: "i32" },
   recvmsg: { parameters: ["i32", "buffer", "i32"], result: "i32" },
+  sendmsg: { parameters: ["i32", "buffer", "i32"], result: "i32" },
+  getsockname: { parameters: ["i32", "buffer", "buffer"], result: "i32" },
   fcntl: { parameters: ["i32", "i32", "i32"], result: "i32" },
   // ioctl(2) with a pointer argument (variadic in C: one fixed signature, as for syscall)
   ioctl_ptr: { name: "ioctl", parameters: ["i32", "u64", "buffer"], result: "i32" },
