@@ -1,6 +1,6 @@
 /** The host's end of one instance's private socketpair: it checks the peers of the connections the instance accepted (the `/proc/<pid>` reads the instance has no capability for) and hands back their workspace fds; it never waits on the instance. */
 import { type BrokerAnswer, brokerAsk, MAX_BROKER } from "../abi/broker.ts";
-import { ERRNO } from "../abi/errno.ts";
+import { ERRNO, errnoName } from "../abi/errno.ts";
 import { boundFile, notUnixStream, recvMsg, sendMsg, unixName } from "../sys/fdpass.ts";
 import { closeFd, pollReadable, Wake } from "../sys/listen.ts";
 import { peerCred } from "../sys/sock.ts";
@@ -35,7 +35,8 @@ export function notAccepted(fd: number, o: BrokerOptions): string | undefined {
   const mine = boundFile(o.listener);
   const got = boundFile(fd);
   if (typeof mine !== "object" || mine === null) return `the listener's bound file is unknown`;
-  if (typeof got !== "object" || got === null) return "it is bound to no file";
+  if (typeof got === "number") return `its bound file is unknown (${errnoName(-got)})`;
+  if (got === null) return "it is bound to no file";
   if (got.ino !== mine.ino || got.dev !== mine.dev) {
     return `it is bound to another file (inode ${got.ino}) than the listener (inode ${mine.ino})`;
   }

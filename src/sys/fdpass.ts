@@ -172,55 +172,113 @@ export interface BoundFile {
   dev: number;
 }
 
+const SIOCGSKNS = 0x894cn;
+const CLONE_NEWNET = 0x40000000;
+const ENOENT = 2;
+
+/** A NETLINK_SOCK_DIAG socket in this thread's network namespace, or -errno. */
+function diagSocket(): number {
+  const nl = libc().socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 4);
+  return nl < 0 ? -errno() : nl;
+}
+
+/**
+ * A NETLINK_SOCK_DIAG socket in the network namespace of socket `fd` (SIOCGSKNS: CAP_NET_ADMIN
+ * over it), made after entering that namespace (setns: CAP_SYS_ADMIN) and leaving it again at
+ * once, on this thread, synchronously: the namespace stays the netlink socket's, not the
+ * thread's. -errno.
+ */
+function diagSocketIn(fd: number): number {
+  const s = libc();
+  const ns = s.ioctl_ptr(fd, SIOCGSKNS, new Uint8Array(8));
+  if (ns < 0) return -errno();
+  const self = s.open(cstrOf("/proc/thread-self/ns/net"), ARCH.O.RDONLY | SOCK_CLOEXEC, 0);
+  if (self < 0) {
+    const n = errno();
+    s.close(ns);
+    return -n;
+  }
+  try {
+    if (s.setns(ns, CLONE_NEWNET) !== 0) return -errno();
+    const nl = diagSocket();
+    if (s.setns(self, CLONE_NEWNET) !== 0) {
+      // This thread would go on in the client's network namespace: nothing may run after that.
+      console.error(
+        `cortexfsd: cannot return to this thread's network namespace (errno ${errno()})`,
+      );
+      Deno.exit(70);
+    }
+    return nl;
+  } finally {
+    s.close(self);
+    s.close(ns);
+  }
+}
+
+function cstrOf(text: string): Uint8Array {
+  return new TextEncoder().encode(`${text}\0`);
+}
+
+/** One UNIX_DIAG_VFS query on netlink socket `nl` for the socket with inode `ino`. */
+function askVfs(nl: number, ino: number): BoundFile | null | number {
+  const s = libc();
+  // struct nlmsghdr (16) + struct unix_diag_req (24)
+  const req = new Uint8Array(40);
+  const q = new DataView(req.buffer);
+  q.setUint32(0, 40, true);
+  q.setUint16(4, 20, true); // SOCK_DIAG_BY_FAMILY
+  q.setUint16(6, 1, true); // NLM_F_REQUEST
+  q.setUint32(8, 1, true); // seq
+  q.setUint8(16, AF_UNIX);
+  q.setUint32(20, 0xffffffff, true); // every state
+  q.setUint32(24, ino >>> 0, true);
+  q.setUint32(28, 0x2, true); // UDIAG_SHOW_VFS
+  q.setUint32(32, 0xffffffff, true); // no cookie
+  q.setUint32(36, 0xffffffff, true);
+  if (s.write(nl, req, BigInt(req.length)) !== req.length) return -errno();
+  // The kernel answers within the write: the reply is queued by now.
+  const out = new Uint8Array(512);
+  const n = s.read(nl, out, BigInt(out.length));
+  if (n < 0) return -errno();
+  if (n < 16) return -5;
+  const v = new DataView(out.buffer, 0, n);
+  const type = v.getUint16(4, true);
+  if (type === 2) return n >= 20 ? v.getInt32(16, true) : -5; // NLMSG_ERROR: -errno
+  if (type !== 20 || n < 32 || v.getUint32(20, true) !== (ino >>> 0)) return -5;
+  // struct unix_diag_msg (16 bytes at 16), then rtattrs: len u16, type u16, payload.
+  const end = Math.min(n, v.getUint32(0, true));
+  for (let at = 32; at + 4 <= end;) {
+    const alen = v.getUint16(at, true);
+    if (alen < 4) break;
+    if (v.getUint16(at + 2, true) === 1 && alen >= 12) { // UNIX_DIAG_VFS
+      return { ino: v.getUint32(at + 4, true), dev: v.getUint32(at + 8, true) };
+    }
+    at += (alen + 3) & ~3;
+  }
+  return null;
+}
+
 /**
  * The file the AF_UNIX socket `fd` is bound to, from NETLINK_SOCK_DIAG (UNIX_DIAG_VFS): a
  * socket accepted from a listener shares the listener's bound file, so an accepted connection
- * and its listener answer the same; a socket bound anew (even to the same path, after an
- * unlink) answers another inode. null when it is bound to no file (unnamed, abstract); -errno.
+ * and its listener answer the same; a socket bound anew (even to the same path, after a rename
+ * or unlink) answers another inode. null when it is bound to no file (unnamed, abstract); -errno.
+ * sock_diag finds a socket only in its own network namespace, and an accepted connection lives
+ * in its client's: one not found in this thread's is asked for in its own ({@link diagSocketIn}).
  */
 export function boundFile(fd: number): BoundFile | null | number {
   const st = fstat(fd);
   if (typeof st === "number") return st;
   const ino = st.ino;
-  const s = libc();
-  const nl = s.socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 4); // SOCK_DIAG
-  if (nl < 0) return -errno();
-  try {
-    // struct nlmsghdr (16) + struct unix_diag_req (24)
-    const req = new Uint8Array(40);
-    const q = new DataView(req.buffer);
-    q.setUint32(0, 40, true);
-    q.setUint16(4, 20, true); // SOCK_DIAG_BY_FAMILY
-    q.setUint16(6, 1, true); // NLM_F_REQUEST
-    q.setUint32(8, 1, true); // seq
-    q.setUint8(16, AF_UNIX);
-    q.setUint32(20, 0xffffffff, true); // every state
-    q.setUint32(24, ino >>> 0, true);
-    q.setUint32(28, 0x2, true); // UDIAG_SHOW_VFS
-    q.setUint32(32, 0xffffffff, true); // no cookie
-    q.setUint32(36, 0xffffffff, true);
-    if (s.write(nl, req, BigInt(req.length)) !== req.length) return -errno();
-    // The kernel answers within the write: the reply is queued by now.
-    const out = new Uint8Array(512);
-    const n = s.read(nl, out, BigInt(out.length));
-    if (n < 0) return -errno();
-    const v = new DataView(out.buffer, 0, n);
-    if (n < 16) return -5;
-    const type = v.getUint16(4, true);
-    if (type === 2) return n >= 20 ? v.getInt32(16, true) : -5; // NLMSG_ERROR: -errno
-    if (type !== 20 || n < 32 || v.getUint32(20, true) !== (ino >>> 0)) return -5;
-    // struct unix_diag_msg (16 bytes at 16), then rtattrs: len u16, type u16, payload.
-    const end = Math.min(n, v.getUint32(0, true));
-    for (let at = 32; at + 4 <= end;) {
-      const alen = v.getUint16(at, true);
-      if (alen < 4) break;
-      if (v.getUint16(at + 2, true) === 1 && alen >= 12) { // UNIX_DIAG_VFS
-        return { ino: v.getUint32(at + 4, true), dev: v.getUint32(at + 8, true) };
-      }
-      at += (alen + 3) & ~3;
+  for (const open of [diagSocket, () => diagSocketIn(fd)]) {
+    const nl = open();
+    if (nl < 0) return nl;
+    try {
+      const r = askVfs(nl, ino);
+      if (r !== -ENOENT) return r;
+    } finally {
+      libc().close(nl);
     }
-    return null;
-  } finally {
-    s.close(nl);
   }
+  return -ENOENT;
 }

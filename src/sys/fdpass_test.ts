@@ -1,6 +1,6 @@
 /** sendMsg()/recvMsg() pass fds over a seqpacket pair and report cut messages; unixName() and boundFile() tell an accepted connection from sockets made otherwise. */
 import net from "node:net";
-import { assert, assertEquals } from "../../tests/assert.ts";
+import { assert, assertEquals, assertNotEquals } from "../../tests/assert.ts";
 import {
   boundFile,
   isSeqpacket,
@@ -78,4 +78,40 @@ Deno.test("notUnixStream(), unixName(), boundFile(): an accepted connection is a
     await new Promise<void>((r) => server.close(() => r()));
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+Deno.test({
+  name:
+    "boundFile(): a connection from a client in another network namespace (sock_diag finds it only there) is bound to its listener's file all the same",
+  ignore: Deno.uid() !== 0,
+  async fn() {
+    const dir = await Deno.makeTempDir({ prefix: "fdpass-" });
+    const path = `${dir}/s.sock`;
+    const listener = listenUnix(path);
+    assert(listener >= 0);
+    let take!: (s: net.Socket) => void; // assigned by the Promise executor below, synchronously
+    const accepted = new Promise<net.Socket>((r) => take = r);
+    const server = net.createServer((s) => take(s));
+    await new Promise<void>((r) => server.listen({ fd: listener }, () => r()));
+    const code =
+      `const c = await Deno.connect({ transport: "unix", path: ${JSON.stringify(path)} });` +
+      `await c.read(new Uint8Array(1));`;
+    const child = new Deno.Command("unshare", {
+      args: ["--net", "--", Deno.execPath(), "eval", code],
+      stdin: "null",
+      stdout: "null",
+      stderr: "inherit",
+    }).spawn();
+    const s = await accepted;
+    try {
+      const ns = (pid: number) => Deno.readLinkSync(`/proc/${pid}/ns/net`);
+      assertNotEquals(ns(child.pid), ns(Deno.pid)); // unshare execs deno in place: the same pid
+      assertEquals(boundFile(fdOf(s)), boundFile(listener));
+    } finally {
+      s.end("x");
+      await child.status;
+      await new Promise<void>((r) => server.close(() => r()));
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
 });

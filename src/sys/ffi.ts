@@ -46,6 +46,8 @@ const SYMBOLS = {
   sched_getscheduler: { parameters: ["i32"], result: "i32" },
   sched_getparam: { parameters: ["i32", "buffer"], result: "i32" },
   unshare: { parameters: ["i32"], result: "i32" },
+  // the calling thread's network namespace, for one socket made in another (fdpass.ts)
+  setns: { parameters: ["i32", "i32"], result: "i32" },
   socketpair: { parameters: ["i32", "i32", "i32", "buffer"], result: "i32" },
   recvmsg: { parameters: ["i32", "buffer", "i32"], result: "i32" },
   sendmsg: { parameters: ["i32", "buffer", "i32"], result: "i32" },
