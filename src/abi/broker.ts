@@ -13,8 +13,27 @@ const id = z.number().int().min(1).max(Number.MAX_SAFE_INTEGER);
  */
 export const peerAsk = z.object({ op: z.literal("peer"), id }).strict();
 
+const u32 = z.number().int().min(0).max(0xffffffff);
+const path = z.string().min(1).max(300);
+
+/**
+ * `claim`: run src/store/session.ts `claimDir` for this claim (its own words: the directory
+ * below `trust` given to `uid`:`gid`). The host runs only the claims it computes for the agent's
+ * identity itself (`claimsOf`); the message carries no fd.
+ */
+export const claimAsk = z.object({
+  op: z.literal("claim"),
+  id,
+  trust: path,
+  claim: path,
+  uid: u32,
+  gid: u32,
+  mode: z.number().int().min(0).max(0o7777),
+  legacy: z.array(path).max(8),
+}).strict();
+
 /** A request of an instance to its host. */
-export const brokerAsk = z.discriminatedUnion("op", [peerAsk]);
+export const brokerAsk = z.discriminatedUnion("op", [peerAsk, claimAsk]);
 /** A request of an instance to its host. */
 export type BrokerAsk = z.infer<typeof brokerAsk>;
 
@@ -27,3 +46,5 @@ export const brokerAnswer = z.union([
 ]);
 /** The host's answer to one request. */
 export type BrokerAnswer = z.infer<typeof brokerAnswer>;
+/** A `claim` request. */
+export type ClaimAsk = z.infer<typeof claimAsk>;

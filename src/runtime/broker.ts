@@ -1,14 +1,19 @@
-/** The host's end of one instance's private socketpair: it checks the peers of the connections the instance accepted (the `/proc/<pid>` reads the instance has no capability for) and hands back their workspace fds; it never waits on the instance. */
-import { type BrokerAnswer, brokerAsk, MAX_BROKER } from "../abi/broker.ts";
-import { ERRNO, errnoName } from "../abi/errno.ts";
+/** The host's end of one instance's private socketpair: it checks the peers of the connections the instance accepted (the `/proc/<pid>` reads the instance has no capability for) and hands back their workspace fds, and gives the agent's own directories to its uid (the chown it has no capability for); it never waits on the instance. */
+import { type BrokerAnswer, brokerAsk, type ClaimAsk, MAX_BROKER } from "../abi/broker.ts";
+import { ERRNO, type Errno, errnoName, toCtxError } from "../abi/errno.ts";
+import { loadAgent } from "../store/agent.ts";
+import { type Claim, claimsOf, runClaim } from "../store/session.ts";
 import { boundFile, notUnixStream, recvMsg, sendMsg, unixName } from "../sys/fdpass.ts";
 import { closeFd, pollReadable, Wake } from "../sys/listen.ts";
 import { peerCred } from "../sys/sock.ts";
 import { peerWorkspace } from "./peer.ts";
 
-/** What one agent's broker checks a handed fd against. */
+/** What one agent's broker checks a handed fd against, and where it may claim directories. */
 export interface BrokerOptions {
   agent: string;
+  /** The tree and the run dir (claims are made below one of them only). */
+  root: string;
+  run: string;
   /** The agent's listening socket, as the host made it (its fd stays the host's). */
   listener: number;
   /** Its path (`<run>/agent/<n>.sock`). */
@@ -69,6 +74,38 @@ function answerPeer(id: number, fd: number, o: BrokerOptions): { a: BrokerAnswer
     return { a: { id, ok: false, code: ws.code, message: ws.message } };
   } finally {
     closeFd(fd);
+  }
+}
+
+function refused(id: number, code: Errno, message: string): BrokerAnswer {
+  return { id, ok: false, code, message };
+}
+
+/**
+ * The answer to a `claim`: run it when it is one of the claims the runtime makes for the agent's
+ * identity as the host reads it now (its sessions of each scope, its home), else EACCES.
+ */
+function claim(ask: ClaimAsk, o: BrokerOptions): BrokerAnswer {
+  const { id, op: _op, ...c } = ask;
+  try {
+    const def = loadAgent(o.root, o.agent);
+    const owner = { uid: def.uid, gid: def.gid, groups: def.groups };
+    const mine = claimsOf({ root: o.root, run: o.run, agent: o.agent, ...owner });
+    const same = (k: Claim) =>
+      k.trust === c.trust && k.claim === c.claim && k.uid === c.uid && k.gid === c.gid &&
+      k.mode === c.mode && k.legacy.join("\0") === c.legacy.join("\0");
+    if (!mine.some(same)) {
+      return refused(
+        id,
+        "EACCES",
+        `the host refuses to claim ${c.trust}/${c.claim} for ${c.uid}:${c.gid}: not a claim of agent ${o.agent} (uid ${def.uid}, gid ${def.gid})`,
+      );
+    }
+    runClaim(c, owner);
+    return { id, ok: true };
+  } catch (e) {
+    const err = toCtxError(e);
+    return refused(id, err.errno, err.message);
   }
 }
 
@@ -136,6 +173,12 @@ export class Broker {
       return false;
     }
     const { id } = ask.data;
+    if (ask.data.op === "claim") {
+      for (const fd of fds) closeFd(fd);
+      return this.#reply(
+        fds.length ? refused(id, "EINVAL", "a claim carries no fd") : claim(ask.data, this.#o),
+      );
+    }
     if (fds.length !== 1) {
       for (const fd of fds) closeFd(fd);
       const message = `a peer request carries exactly one fd, not ${fds.length}`;

@@ -8,6 +8,11 @@ import { fdOf } from "../sys/sock.ts";
 import { Broker } from "./broker.ts";
 import { HostChannel } from "./channel.ts";
 import type { Workspace } from "./peer.ts";
+import { createAgent } from "../store/agent_new.ts";
+import { type Claim, claimsOf } from "../store/session.ts";
+import { cleanup, makeTree } from "../../tests/fixture/mod.ts";
+
+const NOBODY = 65534;
 
 const enc = new TextEncoder();
 
@@ -51,7 +56,7 @@ function child(path: string, cwd: string): Deno.ChildProcess {
 function pair(o: { path: string; listener: number }) {
   const p = seqpacketPair();
   if (typeof p === "number") throw new Error(`socketpair: ${p}`);
-  const broker = new Broker(p[0], { agent: "a", ...o });
+  const broker = new Broker(p[0], { agent: "a", root: "/nonexistent", run: "/nonexistent", ...o });
   return { broker, channel: new HostChannel(p[1]) };
 }
 
@@ -186,7 +191,13 @@ Deno.test("Broker: a request without its one fd is refused EINVAL (the channel s
   const p = seqpacketPair();
   assert(typeof p !== "number");
   const [host, inst] = p;
-  const broker = new Broker(host, { agent: "a", path: a.path, listener: a.listener });
+  const broker = new Broker(host, {
+    agent: "a",
+    path: a.path,
+    listener: a.listener,
+    root: dir,
+    run: dir,
+  });
   const wake = new Wake();
   const answer = async () => {
     await pollReadable([inst], wake);
@@ -229,4 +240,82 @@ Deno.test("Broker: a request without its one fd is refused EINVAL (the channel s
     await new Promise<void>((r) => a.server.close(() => r()));
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+Deno.test({
+  name:
+    "Broker: a claim of the agent's own (its home for its uid:gid) is run by the host (made, given to the uid); any other claim is refused EACCES and nothing is made",
+  ignore: Deno.uid() !== 0,
+  async fn() {
+    const tree = await makeTree();
+    createAgent(tree.root, "n", { uid: NOBODY, gid: NOBODY });
+    Deno.removeSync(`${tree.root}/home/${NOBODY}`, { recursive: true });
+    const p = seqpacketPair();
+    assert(typeof p !== "number");
+    const o = { agent: "n", root: tree.root, run: tree.run, path: "/nonexistent", listener: -1 };
+    const broker = new Broker(p[0], o);
+    const inst = p[1];
+    const wake = new Wake();
+    // As the instance's claimSync asks (it waits on its own thread: the host is another process
+    // there; here the broker shares this thread, so the answer is awaited instead).
+    let id = 0;
+    const ask = async (c: Claim) => {
+      assertEquals(
+        sendMsg(inst, enc.encode(JSON.stringify({ op: "claim", id: ++id, ...c }))) > 0,
+        true,
+      );
+      await pollReadable([inst], wake);
+      const m = recvMsg(inst, 1024);
+      assert(typeof m !== "number" && m.fds.length === 0);
+      const a = JSON.parse(new TextDecoder().decode(m.data));
+      return a.ok ? "ok" : `${a.code}: ${a.message}`;
+    };
+    try {
+      // The very claim the instance's ensureAgentHome makes (claimsOf lists it last).
+      const home = claimsOf({
+        root: tree.root,
+        run: tree.run,
+        agent: "n",
+        uid: NOBODY,
+        gid: NOBODY,
+      })
+        .at(-1) as Claim;
+      assertEquals(home.claim, `home/${NOBODY}`);
+      // Another uid's home, and a root-only directory outside the tree: refused, nothing made.
+      const other = { ...home, claim: "home/1234", uid: 1234, gid: 1234 };
+      const outside = { ...home, trust: tree.dir, claim: "elsewhere" };
+      const answers = {
+        home: await ask(home),
+        other: await ask(other),
+        outside: await ask(outside),
+      };
+      const refuse = (c: Claim) =>
+        `EACCES: the host refuses to claim ${c.trust}/${c.claim} for ${c.uid}:${c.gid}: ` +
+        `not a claim of agent n (uid ${NOBODY}, gid ${NOBODY})`;
+      assertEquals(answers, { home: "ok", other: refuse(other), outside: refuse(outside) });
+      const st = Deno.lstatSync(`${tree.root}/home/${NOBODY}`);
+      assertEquals([st.isDirectory, st.uid, st.gid, (st.mode ?? 0) & 0o7777], [
+        true,
+        NOBODY,
+        NOBODY,
+        0o700,
+      ]);
+      assertEquals(
+        [`${tree.root}/home/1234`, `${tree.dir}/elsewhere`].map((d) => {
+          try {
+            Deno.lstatSync(d);
+            return true;
+          } catch {
+            return false;
+          }
+        }),
+        [false, false],
+      );
+    } finally {
+      closeFd(inst);
+      await broker.done;
+      wake.close();
+      await cleanup(tree);
+    }
+  },
 });

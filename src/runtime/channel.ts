@@ -1,11 +1,15 @@
 /** The instance's end of its private socketpair with the host: hands each accepted connection's fd to the host and gets back the peer's workspace fd, or the reason the peer is refused. */
 import { brokerAnswer, MAX_BROKER } from "../abi/broker.ts";
-import { ERRNO, errnoName } from "../abi/errno.ts";
+import { CtxError, ERRNO, type Errno, errnoName } from "../abi/errno.ts";
+import type { Claim } from "../store/session.ts";
 import { recvMsg, sendMsg } from "../sys/fdpass.ts";
+import { pollInSync } from "../sys/libc.ts";
 import { closeFd, pollReadable, Wake } from "../sys/listen.ts";
 import type { Workspace } from "./peer.ts";
 
 const enc = new TextEncoder();
+/** How long a claim may wait for the host's answer (it is a mkdir and a chown there). */
+export const CLAIM_MS = 10_000;
 const utf8 = new TextDecoder("utf-8", { fatal: true });
 
 /**
@@ -17,7 +21,8 @@ const utf8 = new TextDecoder("utf-8", { fatal: true });
 export class HostChannel {
   readonly #sock: number;
   readonly #wake = new Wake();
-  readonly #pending = new Map<number, (w: Workspace) => void>();
+  /** Requests sent and not answered: how many fds their `ok` carries, and who hears it. */
+  readonly #pending = new Map<number, { fds: 0 | 1; resolve: (w: Workspace) => void }>();
   #next = 1;
   #gone: string | undefined;
   readonly #loop: Promise<void>;
@@ -39,7 +44,40 @@ export class HostChannel {
       this.#end(`cannot ask it (${errnoName(-r)})`);
       return Promise.resolve(this.#unanswered());
     }
-    return new Promise((resolve) => this.#pending.set(id, resolve));
+    return new Promise((resolve) => this.#pending.set(id, { fds: 1, resolve }));
+  }
+
+  /**
+   * Asks the host to run claim `c` (src/store/session.ts `claimDir`: a directory given to a uid)
+   * and waits for its answer on this thread: claimDir's callers are synchronous, and the host
+   * answers from its own loop at once (a directory made and chowned). Bounded: a host that does
+   * not answer within {@link CLAIM_MS} (or is gone) fails the claim with EIO. Replies to `peer`
+   * requests read meanwhile are delivered as usual.
+   */
+  claimSync(c: Claim): void {
+    if (this.#gone !== undefined) throw this.#error(this.#unanswered());
+    const id = this.#next++;
+    const r = sendMsg(this.#sock, enc.encode(JSON.stringify({ op: "claim", id, ...c })));
+    if (r < 0) {
+      this.#end(`cannot ask it (${errnoName(-r)})`);
+      throw this.#error(this.#unanswered());
+    }
+    let answer: Workspace | undefined;
+    this.#pending.set(id, { fds: 0, resolve: (a) => answer = a });
+    const until = Date.now() + CLAIM_MS;
+    while (answer === undefined) {
+      const left = until - Date.now();
+      if (left <= 0 || pollInSync(this.#sock, left) < 0) {
+        this.#pending.delete(id);
+        throw new CtxError("EIO", `the host did not answer a claim within ${CLAIM_MS} ms`);
+      }
+      this.#drain();
+    }
+    if (!("fd" in answer)) throw this.#error(answer);
+  }
+
+  #error(w: { code: Errno; message: string }): CtxError {
+    return new CtxError(w.code, w.message);
   }
 
   /** Stops reading; pending requests fail (EIO). Resolves once the socket is closed. */
@@ -49,7 +87,7 @@ export class HostChannel {
     await this.#loop;
   }
 
-  #unanswered(): Workspace {
+  #unanswered(): { code: Errno; message: string } {
     return { code: "EIO", message: `the host does not answer: ${this.#gone}` };
   }
 
@@ -58,7 +96,7 @@ export class HostChannel {
     this.#gone = why;
     const waiting = [...this.#pending.values()];
     this.#pending.clear();
-    for (const resolve of waiting) resolve(this.#unanswered());
+    for (const { resolve } of waiting) resolve(this.#unanswered());
   }
 
   async #run(): Promise<void> {
@@ -86,17 +124,16 @@ export class HostChannel {
       } catch {
         a = undefined;
       }
-      const resolve = a?.success ? this.#pending.get(a.data.id) : undefined;
+      const want = a?.success ? this.#pending.get(a.data.id) : undefined;
       const fds = m.fds;
-      if (
-        !a?.success || !resolve || (a.data.ok && fds.length !== 1) || (!a.data.ok && fds.length)
-      ) {
+      if (!a?.success || !want || fds.length !== (a.data.ok ? want.fds : 0)) {
         for (const fd of fds) closeFd(fd);
         return this.#end("it broke the protocol");
       }
       this.#pending.delete(a.data.id);
-      if (a.data.ok) resolve({ fd: fds[0] });
-      else resolve({ code: a.data.code, message: a.data.message });
+      // A claim's `ok` carries no fd: -1 stands for "done" (claimSync only asks whether it is).
+      if (a.data.ok) want.resolve({ fd: fds[0] ?? -1 });
+      else want.resolve({ code: a.data.code, message: a.data.message });
     }
   }
 }

@@ -1,5 +1,6 @@
 /** One agent's runtime instance: takes the listening socket its host hands over (fd 3), waits to be released, serves that agent alone, exits when idle or told to. */
 import { CtxError } from "../abi/errno.ts";
+import { delegateClaims } from "../store/session.ts";
 import { isSeqpacket } from "../sys/fdpass.ts";
 import { setCloexec } from "../sys/sock.ts";
 import { HostChannel } from "./channel.ts";
@@ -156,6 +157,8 @@ export async function runInstance(o: InstanceOptions): Promise<number> {
   // The host keeps stdin open for the instance's whole life: EOF means the host is gone.
   const host = new HostLink(stdin, dec, go.rest);
   const channel = new HostChannel(HOST_FD);
+  // The instance has no CAP_CHOWN: a directory due to be given to a uid is given by the host.
+  delegateClaims((c) => channel.claimSync(c));
   let idle: ReturnType<typeof setTimeout> | undefined;
   let ending: Promise<number> | undefined;
   const held: { rt?: Awaited<ReturnType<typeof startRuntime>> } = {};

@@ -252,7 +252,13 @@ export async function startSupervisor(o: SupervisorOptions): Promise<Supervisor>
     } finally {
       closeFd(theirs);
     }
-    const broker = new Broker(ours, { agent: name, listener: slot.fd, path: slot.path });
+    const broker = new Broker(ours, {
+      agent: name,
+      listener: slot.fd,
+      path: slot.path,
+      root: o.root,
+      run: o.run,
+    });
     const flush = logPump(presence, name, child);
     const ready = Promise.withResolvers<boolean>();
     const scoped = Promise.withResolvers<boolean>();
