@@ -24,12 +24,15 @@ const enc = new TextEncoder();
 const utf8 = new TextDecoder("utf-8", { fatal: true });
 
 /**
- * Why `fd` is not a connection accepted on `o.listener`, or undefined when it is: a connected
+ * Why `fd` is not a connection accepted on `o.listener` (bound to `o.bound`), or undefined when it is: a connected
  * AF_UNIX stream socket, named by the agent's path, bound to the very file the host's listener
  * is bound to (a socket the instance made itself, a socketpair or one bound anew at that path
  * after an unlink, is not), and not the listener.
  */
-export function notAccepted(fd: number, o: BrokerOptions): string | undefined {
+function notAccepted(
+  fd: number,
+  o: BrokerOptions & { bound: ReturnType<typeof boundFile> },
+): string | undefined {
   const kind = notUnixStream(fd);
   if (kind !== undefined) return kind;
   const name = unixName(fd);
@@ -37,7 +40,7 @@ export function notAccepted(fd: number, o: BrokerOptions): string | undefined {
   if (name !== o.path) {
     return `its local address is ${JSON.stringify(name)}, not ${JSON.stringify(o.path)}`;
   }
-  const mine = boundFile(o.listener);
+  const mine = o.bound;
   const got = boundFile(fd);
   if (typeof mine !== "object" || mine === null) return `the listener's bound file is unknown`;
   if (typeof got === "number") return `its bound file is unknown (${errnoName(-got)})`;
@@ -49,7 +52,11 @@ export function notAccepted(fd: number, o: BrokerOptions): string | undefined {
 }
 
 /** The answer to a `peer` request carrying `fd` (closed here, whatever the answer). */
-function answerPeer(id: number, fd: number, o: BrokerOptions): { a: BrokerAnswer; ws?: number } {
+function answerPeer(
+  id: number,
+  fd: number,
+  o: BrokerOptions & { bound: ReturnType<typeof boundFile> },
+): { a: BrokerAnswer; ws?: number } {
   try {
     const why = notAccepted(fd, o);
     if (why !== undefined) {
@@ -118,7 +125,7 @@ function claim(ask: ClaimAsk, o: BrokerOptions): BrokerAnswer {
  */
 export class Broker {
   readonly #sock: number;
-  readonly #o: BrokerOptions;
+  readonly #o: BrokerOptions & { bound: ReturnType<typeof boundFile> };
   readonly #wake = new Wake();
   #closed = false;
   /** Resolves once the channel is closed (the socket and the wake fd too). */
@@ -126,7 +133,8 @@ export class Broker {
 
   constructor(sock: number, o: BrokerOptions) {
     this.#sock = sock;
-    this.#o = o;
+    // The listener's bound file, once: it is the host's socket and never changes.
+    this.#o = { ...o, bound: boundFile(o.listener) };
     this.done = this.#run();
   }
 
