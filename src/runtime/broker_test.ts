@@ -6,7 +6,7 @@ import { cstr, fstat, O, open, socketpair } from "../sys/libc.ts";
 import { closeFd, listenUnix, pollReadable, Wake } from "../sys/listen.ts";
 import { fdOf } from "../sys/sock.ts";
 import { Broker } from "./broker.ts";
-import { HostChannel } from "./channel.ts";
+import { HostChannel, MAX_PENDING } from "./channel.ts";
 import type { Workspace } from "./peer.ts";
 import { createAgent } from "../store/agent_new.ts";
 import { type Claim, claimsOf } from "../store/session.ts";
@@ -318,4 +318,27 @@ Deno.test({
       await cleanup(tree);
     }
   },
+});
+
+Deno.test("HostChannel: a host that does not answer blocks nothing: requests past MAX_PENDING are refused EAGAIN at once, and when the host goes every waiting one is refused EIO", async () => {
+  const p = seqpacketPair();
+  assert(typeof p !== "number");
+  const [host, inst] = p;
+  const channel = new HostChannel(inst);
+  const sp = socketpair(); // any fd will do: nobody reads the requests
+  assert(typeof sp !== "number");
+  try {
+    const waiting = Array.from({ length: MAX_PENDING }, () => channel.peer(sp[0]));
+    assertEquals(
+      refusal(await channel.peer(sp[0])),
+      `EAGAIN: ${MAX_PENDING} connections already wait for the host's check; connect again`,
+    );
+    closeFd(host); // the host is gone: its end closes, every fd it had queued with it
+    const answers = new Set((await Promise.all(waiting)).map(refusal));
+    assertEquals([...answers], ["EIO: the host does not answer: it is gone"]);
+  } finally {
+    await channel.close();
+    closeFd(sp[0]);
+    closeFd(sp[1]);
+  }
 });

@@ -8,8 +8,14 @@ import { closeFd, pollReadable, Wake } from "../sys/listen.ts";
 import type { Workspace } from "./peer.ts";
 
 const enc = new TextEncoder();
+const ECONNRESET = 104;
 /** How long a claim may wait for the host's answer (it is a mkdir and a chown there). */
 export const CLAIM_MS = 10_000;
+/**
+ * Requests that may wait for the host's answers at once (each answer is a small message with at
+ * most one fd: 64 of them stay well within a socketpair's buffer, so the host never finds it full).
+ */
+export const MAX_PENDING = 64;
 const utf8 = new TextDecoder("utf-8", { fatal: true });
 
 /**
@@ -38,8 +44,15 @@ export class HostChannel {
    */
   peer(fd: number): Promise<Workspace> {
     if (this.#gone !== undefined) return Promise.resolve(this.#unanswered());
+    // Bounded: the host's answers waiting for this process never pass its socket buffer.
+    const busy = {
+      code: "EAGAIN" as const,
+      message: `${MAX_PENDING} connections already wait for the host's check; connect again`,
+    };
+    if (this.#pending.size >= MAX_PENDING) return Promise.resolve(busy);
     const id = this.#next++;
     const r = sendMsg(this.#sock, enc.encode(JSON.stringify({ op: "peer", id })), fd);
+    if (r === -ERRNO.EAGAIN) return Promise.resolve(busy);
     if (r < 0) {
       this.#end(`cannot ask it (${errnoName(-r)})`);
       return Promise.resolve(this.#unanswered());
@@ -116,7 +129,9 @@ export class HostChannel {
     for (;;) {
       const m = recvMsg(this.#sock, MAX_BROKER);
       if (m === -ERRNO.EAGAIN) return;
-      if (typeof m === "number") return this.#end(`recvmsg failed (${errnoName(-m)})`);
+      // ECONNRESET: the host closed its end with requests of ours unread.
+      if (m === -ECONNRESET) return this.#end("it is gone");
+      if (typeof m === "number") return this.#end(`recvmsg failed (errno ${-m})`);
       if (m.data.length === 0 && m.fds.length === 0) return this.#end("it is gone");
       let a;
       try {
