@@ -249,6 +249,9 @@ export async function startSupervisor(o: SupervisorOptions): Promise<Supervisor>
         detached: true, // setsid: its own session and group; a signal to it never reaches the host
         env: { ...(o.env ?? Deno.env.toObject()), LISTEN_FDS: "1", LISTEN_FDNAMES: name },
       });
+    } catch (e) {
+      closeFd(ours);
+      throw e;
     } finally {
       closeFd(theirs);
     }
