@@ -14,7 +14,7 @@ const id = z.number().int().min(1).max(Number.MAX_SAFE_INTEGER);
 export const peerAsk = z.object({ op: z.literal("peer"), id }).strict();
 
 const u32 = z.number().int().min(0).max(0xffffffff);
-const path = z.string().min(1).max(300);
+const path = z.string().min(1).max(512);
 
 /**
  * `claim`: run src/store/session.ts `claimDir` for this claim (its own words: the directory

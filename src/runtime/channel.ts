@@ -70,7 +70,11 @@ export class HostChannel {
   claimSync(c: Claim): void {
     if (this.#gone !== undefined) throw this.#error(this.#unanswered());
     const id = this.#next++;
-    const r = sendMsg(this.#sock, enc.encode(JSON.stringify({ op: "claim", id, ...c })));
+    const msg = enc.encode(JSON.stringify({ op: "claim", id, ...c }));
+    if (msg.length > MAX_BROKER) {
+      throw new CtxError("ENAMETOOLONG", `a claim of ${c.trust}/${c.claim} is too long to ask`);
+    }
+    const r = sendMsg(this.#sock, msg);
     if (r < 0) {
       this.#end(`cannot ask it (${errnoName(-r)})`);
       throw this.#error(this.#unanswered());
@@ -81,7 +85,8 @@ export class HostChannel {
     while (answer === undefined) {
       const left = until - Date.now();
       if (left <= 0 || pollInSync(this.#sock, left) < 0) {
-        this.#pending.delete(id);
+        // Its answer may still come: taken and dropped then, not a break of the protocol.
+        this.#pending.set(id, { fds: 0, resolve: () => {} });
         throw new CtxError("EIO", `the host did not answer a claim within ${CLAIM_MS} ms`);
       }
       this.#drain();
