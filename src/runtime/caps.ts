@@ -54,14 +54,13 @@ export type CapName = typeof CAP_NAMES[number];
  * What an instance of a root host keeps: its bounding, permitted and effective sets are exactly
  * these (inheritable and ambient empty). Each is needed by one operation (spec/runtime.md "What
  * still needs root"); every other capability is gone for good from the instance and from
- * everything it starts.
+ * everything it starts. A peer's `/proc` reads (sys_ptrace) and giving a uid its directories
+ * (chown) are asked of the host instead (src/runtime/broker.ts).
  */
 export const INSTANCE_CAPS: readonly CapName[] = [
-  "chown", // home/<uid> made by root for a uid's first session is given to it (claimDir)
-  "kill", // a peer or step of another uid: pidfd_send_signal liveness, SIGTERM/SIGKILL of steps
+  "kill", // SIGTERM/SIGKILL of the steps of a non-root agent
   "setgid", // setfsgid/setgroups per session owner; setpriv --regid/--groups for a step
   "setuid", // setfsuid per session owner; setpriv --reuid for a step
-  "sys_ptrace", // a peer's /proc/<pid>/{ns/mnt,root,cwd} (ptrace read check on the peer)
   "setfcap", // bwrap mapping uid 0 into its user namespace: a step of an agent whose uid is 0
 ];
 

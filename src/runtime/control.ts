@@ -4,9 +4,8 @@ import net from "node:net";
 import { AGENT_CONTROLS } from "../abi/controls.ts";
 import { CtxError, toCtxError } from "../abi/errno.ts";
 import { readControl, resolveAgent } from "../store/agent.ts";
-import { openDir } from "../sandbox/workspace.ts";
-import { closeFd, fdOf, peerCred, peerPidfd, pidfdAlive, setCloexec } from "../sys/sock.ts";
-import { foreignPeer } from "./foreign.ts";
+import { closeFd, fdOf, peerCred, setCloexec } from "../sys/sock.ts";
+import { peerWorkspace, type Workspace } from "./peer.ts";
 import type { Supervisor } from "./supervisor.ts";
 
 /** Longest request line (a name is at most 64 bytes; the rest is slack). */
@@ -22,36 +21,6 @@ export function hostSocket(run: string): string {
 export interface Control {
   path: string;
   close(): Promise<void>;
-}
-
-/** The requester's cwd as the host opened it at accept, or why there is none. */
-type Workspace = { fd: number } | { why: string };
-
-/**
- * The peer's working directory, opened at accept through its `/proc/<pid>/cwd` magic link (an
- * O_PATH fd: no path is resolved, nothing the client writes names it), pinned by SO_PEERPIDFD so
- * a pid reused meanwhile is noticed. A peer in another mount namespace or root has none.
- */
-function workspaceOf(fd: number, pid: number): Workspace {
-  const foreign = foreignPeer(fd, pid);
-  if (foreign) return { why: foreign };
-  const pidfd = peerPidfd(fd);
-  if (pidfd < 0) return { why: `cannot pin peer pid ${pid}` };
-  try {
-    let ws: number;
-    try {
-      ws = openDir(`/proc/${pid}/cwd`);
-    } catch (e) {
-      return { why: `cannot open the working directory of peer pid ${pid}: ${e}` };
-    }
-    if (pidfdAlive(pidfd) < 0) {
-      closeFd(ws);
-      return { why: `peer pid ${pid} is gone` };
-    }
-    return { fd: ws };
-  } finally {
-    closeFd(pidfd);
-  }
 }
 
 /** Root or the agent's owner may start and stop it; anyone may read `ps`/`status`. */
@@ -110,7 +79,9 @@ async function answer(
       // The session's terminal, in the requester's own cwd (opened at accept, never from the frame).
       let terminal = null, already = r.already;
       if (v.terminal !== false) {
-        if ("why" in workspace) throw new CtxError("EACCES", `no workspace: ${workspace.why}`);
+        if (!("fd" in workspace)) {
+          throw new CtxError("EACCES", `no workspace: ${workspace.message}`);
+        }
         const t = await sup.startTerminal({ agent, session, uid, workspace: workspace.fd });
         terminal = t.terminal;
         already &&= t.already;
@@ -154,7 +125,8 @@ export async function serveControl(
       setCloexec(fd);
       const cred = peerCred(fd);
       uid = cred.uid;
-      workspace = workspaceOf(fd, cred.pid);
+      // At accept, as the host (every capability): the requester's cwd, or why it has none.
+      workspace = peerWorkspace(fd, cred.pid);
     } catch {
       socket.destroy();
       return;

@@ -1,10 +1,19 @@
 /** One agent's runtime instance: takes the listening socket its host hands over (fd 3), waits to be released, serves that agent alone, exits when idle or told to. */
 import { CtxError } from "../abi/errno.ts";
+import { delegateClaims } from "../store/session.ts";
+import { isSeqpacket } from "../sys/fdpass.ts";
+import { setCloexec } from "../sys/sock.ts";
+import { HostChannel } from "./channel.ts";
 import { startRuntime } from "./mod.ts";
 import { type AgentStatus, Presence } from "./presence.ts";
 
 /** The handed-over listening socket (systemd's SD_LISTEN_FDS_START). */
 export const LISTEN_FD = 3;
+/**
+ * The instance's end of its private socketpair with the host (SOCK_SEQPACKET): the host checks
+ * the peers of the connections it accepts there (src/runtime/channel.ts, broker.ts).
+ */
+export const HOST_FD = 4;
 
 /** Options for {@link runInstance}. */
 export interface InstanceOptions {
@@ -131,6 +140,13 @@ class HostLink {
  */
 export async function runInstance(o: InstanceOptions): Promise<number> {
   checkHandover(o.env, Deno.pid);
+  if (!isSeqpacket(HOST_FD)) {
+    throw new CtxError(
+      "EINVAL",
+      `an instance needs its host's socketpair as fd ${HOST_FD}: it is started by cortexfsd only`,
+    );
+  }
+  setCloexec(HOST_FD); // inherited without close-on-exec: no sandbox may ever see it
   // The hand-over names this process only: nothing it spawns may read it as its own.
   for (const k of ["LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES"]) Deno.env.delete(k);
   const stdin = Deno.stdin.readable.getReader();
@@ -140,6 +156,9 @@ export async function runInstance(o: InstanceOptions): Promise<number> {
   hangIfAsked(o.agent, o.env);
   // The host keeps stdin open for the instance's whole life: EOF means the host is gone.
   const host = new HostLink(stdin, dec, go.rest);
+  const channel = new HostChannel(HOST_FD);
+  // The instance has no CAP_CHOWN: a directory due to be given to a uid is given by the host.
+  delegateClaims((c) => channel.claimSync(c));
   let idle: ReturnType<typeof setTimeout> | undefined;
   let ending: Promise<number> | undefined;
   const held: { rt?: Awaited<ReturnType<typeof startRuntime>> } = {};
@@ -149,6 +168,7 @@ export async function runInstance(o: InstanceOptions): Promise<number> {
       clearTimeout(idle);
       if (how === "stop") await held.rt?.cancelAll();
       await held.rt?.close();
+      await channel.close();
       // The host is gone: nothing holds the socket any more (its next start says idle again).
       if (how === "host") new Presence(o.root).set(o.agent, "dead", null);
       ended.resolve(0);
@@ -163,7 +183,12 @@ export async function runInstance(o: InstanceOptions): Promise<number> {
     run: o.run,
     mount: o.mount,
     toolCache: o.toolCache,
-    instance: { agent: o.agent, fd: LISTEN_FD, report: (st) => host.report(st) },
+    instance: {
+      agent: o.agent,
+      fd: LISTEN_FD,
+      report: (st) => host.report(st),
+      peer: (fd) => channel.peer(fd),
+    },
     changed: watch,
   });
   for (const r of rt.recovered) console.error(`instance ${o.agent}: closed interrupted run ${r}`);

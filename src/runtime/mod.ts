@@ -15,6 +15,7 @@ import {
 import type { OpContext } from "./ops.ts";
 import type { Run } from "./recorder.ts";
 import { groupsDir, type Reaped, reapGroups } from "./groups.ts";
+import { peerWorkspace, type Workspace } from "./peer.ts";
 import { type AgentStatus, Presence } from "./presence.ts";
 import { listen, type Listener, listenFd, unlisten } from "./server.ts";
 import { TOOL_HOST, type ToolHost } from "./tools.ts";
@@ -55,6 +56,11 @@ export interface RuntimeOptions {
      * writes no projection); resolves once the host has. Absent: written here.
      */
     report?: (status: AgentStatus) => Promise<void>;
+    /**
+     * The host's check of an accepted connection's peer (src/runtime/channel.ts): the instance
+     * has no capability for the peer's `/proc` reads. Absent: made here.
+     */
+    peer?: (fd: number) => Promise<Workspace>;
   };
   /** Hears every connection open/close and run start/end (an instance's idle clock). */
   changed?: () => void;
@@ -214,6 +220,7 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
     log: one ? (_name, lines) => toStderr(lines) : undefined,
     report: one?.report,
   });
+  const peer = one?.peer;
   const ctx: OpContext = {
     root: options.root,
     run: options.run,
@@ -228,6 +235,7 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
     presence,
     peers: new Map(),
     changed: options.changed,
+    workspaceOf: peer ? (fd) => peer(fd) : (fd, pid) => Promise.resolve(peerWorkspace(fd, pid)),
   };
   const listeners = new Map<string, Listener>();
   const serve = async (name: string) => {

@@ -35,6 +35,7 @@ import type { Conn } from "./conn.ts";
 import { execLoop } from "./exec.ts";
 import { groupsDir } from "./groups.ts";
 import { historyOf, modelTurn, textOf, toolContextOf } from "./host.ts";
+import type { Workspace } from "./peer.ts";
 import type { Presence } from "./presence.ts";
 import { newRunId, Run } from "./recorder.ts";
 import type { ToolHost } from "./tools.ts";
@@ -63,6 +64,11 @@ export interface OpContext {
   peers: Map<number, number>;
   /** Hears every connection open and close (an instance's idle clock). */
   changed?: () => void;
+  /**
+   * The workspace of the peer of accepted connection `fd` (SO_PEERCRED pid `pid`), or why the
+   * peer is refused: checked here (src/runtime/peer.ts) or, in an instance, by its host.
+   */
+  workspaceOf(fd: number, pid: number): Promise<Workspace>;
 }
 
 type SendReq = Extract<Request, { op: "send" }>;

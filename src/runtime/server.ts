@@ -2,12 +2,10 @@
 import net from "node:net";
 import { CtxError, toCtxError } from "../abi/errno.ts";
 import { tempName } from "../abi/names.ts";
-import { openDir } from "../sandbox/workspace.ts";
 import { encodeFrame, errorOf, OPS, request } from "../abi/frames.ts";
 import { ensureDir } from "../store/atomic.ts";
-import { fdOf, type PeerCred, peerCred, setCloexec } from "../sys/sock.ts";
+import { closeFd, fdOf, type PeerCred, peerCred, setCloexec } from "../sys/sock.ts";
 import { Conn } from "./conn.ts";
-import { foreignPeer } from "./foreign.ts";
 import { admitPeer, opCancel, type OpContext, opResume, opSend, opTsh } from "./ops.ts";
 
 const utf8 = new TextDecoder("utf-8", { fatal: true });
@@ -23,18 +21,6 @@ export interface Listener {
 function errorFrame(e: unknown, id?: string) {
   const err: CtxError = toCtxError(e);
   return errorOf(err.errno, err.message, id ? { id } : {});
-}
-
-/** The peer's working directory, opened through its `/proc` magic link (no path is resolved). */
-function workspaceOf(pid: number): { fd: number } {
-  try {
-    return { fd: openDir(`/proc/${pid}/cwd`) };
-  } catch (e) {
-    throw new CtxError(
-      "EACCES",
-      `cannot open the working directory of peer pid ${pid}: ${toCtxError(e).message}`,
-    );
-  }
 }
 
 /**
@@ -165,64 +151,80 @@ function handle(
 /** The server of one agent socket: every accepted connection is checked, then read. */
 function serverOf(ctx: OpContext, name: string, conns: Set<Conn>): net.Server {
   // Half-open: a client may close its write side and still read the rest of its run.
-  return net.createServer({ allowHalfOpen: true }, (socket) => {
-    let cred: PeerCred;
-    try {
-      const fd = fdOf(socket);
-      setCloexec(fd); // accepted sockets must not leak into agent processes either
-      cred = peerCred(fd);
-    } catch (e) {
-      return refuse(socket, errorFrame(e));
-    }
-    // The cap comes before any other per-connection work: a flood costs one getsockopt each.
-    const uid = cred.uid;
-    const live = ctx.peers.get(uid) ?? 0;
-    if (live >= MAX_CONNS_PER_UID) {
-      return refuse(
-        socket,
-        errorOf("EBUSY", `uid ${uid} already has ${MAX_CONNS_PER_UID} connections to this daemon`),
-      );
-    }
-    // Decided once: a connection's peer process and its namespaces cannot change, and a foreign
-    // peer is closed here, before any request of it is read.
-    const foreign = foreignPeer(fdOf(socket), cred.pid);
-    if (foreign !== undefined) {
-      return refuse(socket, errorOf("EACCES", foreign));
-    }
-    let workspace: { fd: number };
-    try {
-      workspace = workspaceOf(cred.pid);
-    } catch (e) {
-      return refuse(socket, errorFrame(e));
-    }
-    const conn = new Conn(socket, cred, workspace);
-    conns.add(conn);
-    ctx.changed?.();
-    conn.onClose(() => {
-      conns.delete(conn);
-      ctx.changed?.();
-    });
-    ctx.peers.set(uid, live + 1);
-    conn.onClose(() => {
-      const n = (ctx.peers.get(uid) ?? 1) - 1;
-      if (n > 0) ctx.peers.set(uid, n);
-      else ctx.peers.delete(uid);
-    });
-    // A peer of the wrong uid is half-closed, not destroyed: a client writing its request after
-    // our answer gets no EPIPE and reads the EACCES frame; its fd counts on its own uid's cap.
-    try {
-      admitPeer(ctx, name, conn);
-    } catch (e) {
-      void conn.end(errorFrame(e));
-      return;
-    }
-    const queue: Queue = { p: Promise.resolve(), waiting: 0 };
-    socket.on("end", () => void queue.p.then(() => socket.end()));
-    conn.read(
-      (line) => handle(ctx, name, conn, line, queue),
-      () => void conn.send(errorOf("EMSGSIZE", "frame exceeds 1 MiB")),
+  return net.createServer(
+    { allowHalfOpen: true },
+    (socket) => void accept(ctx, name, conns, socket),
+  );
+}
+
+/**
+ * One accepted connection: its peer is counted on its uid's cap, checked ({@link
+ * OpContext.workspaceOf}: at home, and its cwd, pinned to the process that connected), admitted
+ * by the agent's owner rule, then read.
+ */
+async function accept(ctx: OpContext, name: string, conns: Set<Conn>, socket: net.Socket) {
+  let cred: PeerCred, fd: number;
+  try {
+    fd = fdOf(socket);
+    setCloexec(fd); // accepted sockets must not leak into agent processes either
+    cred = peerCred(fd);
+  } catch (e) {
+    return refuse(socket, errorFrame(e));
+  }
+  // The cap comes before any other per-connection work: a flood costs one getsockopt each.
+  const uid = cred.uid;
+  const live = ctx.peers.get(uid) ?? 0;
+  if (live >= MAX_CONNS_PER_UID) {
+    return refuse(
+      socket,
+      errorOf("EBUSY", `uid ${uid} already has ${MAX_CONNS_PER_UID} connections to this daemon`),
     );
+  }
+  // Counted from here (the check may wait on the host), given back once, when it closes or is
+  // refused.
+  ctx.peers.set(uid, live + 1);
+  let counted = true;
+  const uncount = () => {
+    if (!counted) return;
+    counted = false;
+    const n = (ctx.peers.get(uid) ?? 1) - 1;
+    if (n > 0) ctx.peers.set(uid, n);
+    else ctx.peers.delete(uid);
+  };
+  socket.on("error", () => {/* the peer left: close follows */});
+  // Decided once: a connection's peer process and its namespaces cannot change, and a foreign
+  // peer is closed here, before any request of it is read.
+  const workspace = await ctx.workspaceOf(fd, cred.pid);
+  if (!("fd" in workspace)) {
+    uncount();
+    return refuse(socket, errorOf(workspace.code, workspace.message));
+  }
+  if (socket.destroyed) { // it left while it was checked: nothing holds the workspace
+    closeFd(workspace.fd);
+    return uncount();
+  }
+  const conn = new Conn(socket, cred, workspace);
+  conns.add(conn);
+  ctx.changed?.();
+  conn.onClose(() => {
+    conns.delete(conn);
+    ctx.changed?.();
   });
+  conn.onClose(uncount);
+  // A peer of the wrong uid is half-closed, not destroyed: a client writing its request after
+  // our answer gets no EPIPE and reads the EACCES frame; its fd counts on its own uid's cap.
+  try {
+    admitPeer(ctx, name, conn);
+  } catch (e) {
+    void conn.end(errorFrame(e));
+    return;
+  }
+  const queue: Queue = { p: Promise.resolve(), waiting: 0 };
+  socket.on("end", () => void queue.p.then(() => socket.end()));
+  conn.read(
+    (line) => handle(ctx, name, conn, line, queue),
+    () => void conn.send(errorOf("EMSGSIZE", "frame exceeds 1 MiB")),
+  );
 }
 
 /** Listens on `<run>/agent/<name>.sock` (0666; SO_PEERCRED decides) and links the tree alias. */

@@ -5,7 +5,9 @@ import { encodeFrame, errorOf } from "../abi/frames.ts";
 import { ensureDir } from "../store/atomic.ts";
 import { readRegularText } from "../store/regular.ts";
 import { closeFd, listenUnix, refuseWaiting } from "../sys/listen.ts";
+import { seqpacketPair } from "../sys/fdpass.ts";
 import { Activator } from "./activator.ts";
+import { Broker } from "./broker.ts";
 import { groupsDir, reapGroups } from "./groups.ts";
 import { dropArgv } from "./caps.ts";
 import { logPump, Presence } from "./presence.ts";
@@ -234,10 +236,31 @@ export async function startSupervisor(o: SupervisorOptions): Promise<Supervisor>
     const script = manager
       ? 'export LISTEN_PID=$$; echo scope; exec "$@"'
       : 'export LISTEN_PID=$$; exec "$@"';
-    const child = spawn(cmd, [...pre, "-c", script, "sh", ...drop, ...args], {
-      stdio: ["pipe", "pipe", "pipe", slot.fd],
-      detached: true, // setsid: its own session and group; a signal to it never reaches the host
-      env: { ...(o.env ?? Deno.env.toObject()), LISTEN_FDS: "1", LISTEN_FDNAMES: name },
+    // The instance's private channel to the host (its fd 4): the peer checks it has no
+    // capability for are made here (src/runtime/broker.ts). Both ends close-on-exec; the spawn
+    // puts the instance's at fd 4 on purpose, and the host's copy of it is closed right after.
+    const pair = seqpacketPair();
+    if (typeof pair === "number") throw new CtxError("EIO", `socketpair failed (errno ${-pair})`);
+    const [ours, theirs] = pair;
+    let child: ChildProcess;
+    try {
+      child = spawn(cmd, [...pre, "-c", script, "sh", ...drop, ...args], {
+        stdio: ["pipe", "pipe", "pipe", slot.fd, theirs],
+        detached: true, // setsid: its own session and group; a signal to it never reaches the host
+        env: { ...(o.env ?? Deno.env.toObject()), LISTEN_FDS: "1", LISTEN_FDNAMES: name },
+      });
+    } catch (e) {
+      closeFd(ours);
+      throw e;
+    } finally {
+      closeFd(theirs);
+    }
+    const broker = new Broker(ours, {
+      agent: name,
+      listener: slot.fd,
+      path: slot.path,
+      root: o.root,
+      run: o.run,
     });
     const flush = logPump(presence, name, child);
     const ready = Promise.withResolvers<boolean>();
@@ -306,6 +329,7 @@ export async function startSupervisor(o: SupervisorOptions): Promise<Supervisor>
       timedOut: false,
       exited: exit.promise.then(({ code, signal }) => {
         gone = true;
+        void broker.close(); // nobody is left to ask (a child of the instance may hold fd 4)
         scoped.resolve(false);
         ready.resolve(false);
         clearTimeout(timer);

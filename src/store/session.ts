@@ -125,6 +125,27 @@ function trusted(st: Deno.FileInfo, self: number): boolean {
     ((mode & 0o022) === 0 || (st.uid === 0 && (mode & 0o1000) !== 0));
 }
 
+/** One {@link claimDir} call as data: what an instance asks its host to run. */
+export interface Claim {
+  trust: string;
+  claim: string;
+  uid: number;
+  gid: number;
+  mode: number;
+  legacy: string[];
+}
+
+let delegate: ((c: Claim) => void) | undefined;
+
+/**
+ * From now on, a {@link claimDir} of this process that must give a directory away (chown) hands
+ * the whole call to `fn` instead (an instance: its host runs it, src/runtime/channel.ts), which
+ * must run it to its end synchronously or throw.
+ */
+export function delegateClaims(fn: (c: Claim) => void): void {
+  delegate = fn;
+}
+
 /**
  * Makes sure `<trust>/<claim>` exists as a real directory owned by `o` (mode `mode`), creating
  * the root-owned levels above it. Runs with root's authority, so it only ever works inside
@@ -141,6 +162,20 @@ export function claimDir(
   options: { mode: number; legacy?: string[] },
 ): void {
   const self = currentFsId().uid;
+  // Where a chown is due and this process has no capability for it (an instance): its host runs
+  // this same function for it, from the start.
+  const give = () => {
+    if (!delegate) return false;
+    delegate({
+      trust,
+      claim,
+      uid: o.uid,
+      gid: o.gid,
+      mode: options.mode,
+      legacy: options.legacy ?? [],
+    });
+    return true;
+  };
   const parts = claim.split("/");
   let p = trust;
   for (let i = 0; i < parts.length - 1; i++) {
@@ -170,6 +205,7 @@ export function claimDir(
     return;
   }
   if (mkdirOnce(dir, options.mode)) {
+    if (give()) return;
     Deno.chownSync(dir, o.uid, o.gid); // just made in a root-only directory: nothing to swap
     return;
   }
@@ -178,6 +214,7 @@ export function claimDir(
   if (st.uid !== 0) {
     throw new CtxError("EACCES", `${claim} belongs to uid ${st.uid}, not ${o.uid}`, { path: dir });
   }
+  if (give()) return;
   for (const rel of options.legacy ?? []) {
     const q = `${dir}/${rel}`;
     const lst = lstatOrNull(q);
@@ -193,14 +230,40 @@ function legacyOf(ref: SessionRef): string[] {
   return below.map((_, i) => below.slice(0, below.length - i).join("/")).filter((x) => x);
 }
 
+/** The claim a session of `ref` needs: its scope's first directory, given to the owner. */
+function claimOfRef(ref: SessionRef): Claim {
+  const mode = ref.scope === "shared" ? DIR_MODE.shared : HOME_MODE;
+  const { trust, claim, uid, gid } = ref;
+  return { trust, claim, uid, gid, mode, legacy: legacyOf(ref) };
+}
+
+/** The claim an agent home needs: `home/<uid>` given to the uid. */
+function homeClaim(root: string, o: Owner & { agent: string }): Claim {
+  const legacy = [`agent/${o.agent}`, "agent"];
+  return { trust: root, claim: `home/${o.uid}`, uid: o.uid, gid: o.gid, mode: HOME_MODE, legacy };
+}
+
+/**
+ * Every claim the runtime makes for agent `o.agent` with identity `o` (its sessions of each scope,
+ * its agent home): the only ones a host runs for that agent's instance.
+ */
+export function claimsOf(o: { root: string; run: string; agent: string } & Owner): Claim[] {
+  const ref = (scope: Scope) => sessionRef({ ...o, session: "default", scope });
+  return [
+    ...(["private", "shared", "temp"] as const).map((s) => claimOfRef(ref(s))),
+    homeClaim(o.root, o),
+  ];
+}
+
+/** Runs claim `c` for `o` (its uid and gid are the claim's; its groups reach the mkdirs below). */
+export function runClaim(c: Claim, o: Owner): void {
+  claimDir(c.trust, c.claim, o, { mode: c.mode, legacy: c.legacy });
+}
+
 /** Creates the session base dir (`.../session`) and everything above it, each level as its owner. */
 function prepareBase(ref: SessionRef): void {
   const claimed = `${ref.trust}/${ref.claim}`;
-  const shared = ref.scope === "shared";
-  claimDir(ref.trust, ref.claim, ref, {
-    mode: shared ? DIR_MODE.shared : HOME_MODE,
-    legacy: legacyOf(ref),
-  });
+  runClaim(claimOfRef(ref), ref);
   if (claimed === ref.base) return;
   const below = ref.base.slice(claimed.length + 1).split("/");
   asOwner(ref, () => {
@@ -223,7 +286,7 @@ function prepareBase(ref: SessionRef): void {
  * made by root and given to the uid; everything below is made as the uid). Returns its path.
  */
 export function ensureAgentHome(root: string, o: Owner & { agent: string }): string {
-  claimDir(root, `home/${o.uid}`, o, { mode: HOME_MODE, legacy: [`agent/${o.agent}`, "agent"] });
+  runClaim(homeClaim(root, o), o);
   const home = `${root}/home/${o.uid}/agent/${o.agent}`;
   asOwner(o, () => {
     mkdirOnce(`${root}/home/${o.uid}/agent`, 0o755);

@@ -46,8 +46,12 @@ const SYMBOLS = {
   sched_getscheduler: { parameters: ["i32"], result: "i32" },
   sched_getparam: { parameters: ["i32", "buffer"], result: "i32" },
   unshare: { parameters: ["i32"], result: "i32" },
+  // the calling thread's network namespace, for one socket made in another (fdpass.ts)
+  setns: { parameters: ["i32", "i32"], result: "i32" },
   socketpair: { parameters: ["i32", "i32", "i32", "buffer"], result: "i32" },
   recvmsg: { parameters: ["i32", "buffer", "i32"], result: "i32" },
+  sendmsg: { parameters: ["i32", "buffer", "i32"], result: "i32" },
+  getsockname: { parameters: ["i32", "buffer", "buffer"], result: "i32" },
   fcntl: { parameters: ["i32", "i32", "i32"], result: "i32" },
   // ioctl(2) with a pointer argument (variadic in C: one fixed signature, as for syscall)
   ioctl_ptr: { name: "ioctl", parameters: ["i32", "u64", "buffer"], result: "i32" },

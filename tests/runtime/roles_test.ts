@@ -243,6 +243,19 @@ Deno.test({
         return p ? [p] : [];
       });
       assertEquals([...new Set(bound)], [`${tree.run}/agent/coder.sock`]);
+      // fd 4: its end of the host's socketpair (unnamed, so not among those), close-on-exec.
+      const four = Deno.readLinkSync(`/proc/${r.pid}/fd/4`);
+      const m4 = /^socket:\[(\d+)\]$/.exec(four);
+      const flags = /^flags:\s+(\d+)$/m.exec(read(`/proc/${r.pid}/fdinfo/4`))?.[1];
+      assertEquals([
+        m4 !== null,
+        paths.has(Number(m4?.[1])),
+        (parseInt(flags ?? "0", 8) & 0o2000000) !== 0,
+      ], [
+        true,
+        false,
+        true,
+      ]);
       // Files: its own run index and Deno's caches; nothing of the host's (no /dev/fuse).
       const cache = /\/(dep_analysis|node_analysis|v8_code)_cache_v\d+(-wal|-shm)?$/;
       const files = links.filter((l) => l.startsWith("/") && l !== "/dev/null" && !cache.test(l));

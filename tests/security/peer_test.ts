@@ -1,7 +1,16 @@
 /** Issue 8 hole 2: a socket peer outside the daemon's mount namespace or root is refused EACCES. */
 import { assertEquals, assertMatch } from "../assert.ts";
 import { createAgent } from "../../src/store/agent_new.ts";
-import { cleanup, DENO, history, makeTree, startRuntimeDaemon, type Tree } from "../fixture/mod.ts";
+import {
+  cleanup,
+  type Daemon,
+  DENO,
+  history,
+  makeTree,
+  startDaemon,
+  startRuntimeDaemon,
+  type Tree,
+} from "../fixture/mod.ts";
 
 const CLIENT = new URL("./peer_client.ts", import.meta.url).pathname;
 
@@ -142,6 +151,30 @@ Deno.test("a client in a bubblewrap sandbox (own mount namespace) gets one EACCE
     await d.stop();
     await cleanup(f);
   }
+});
+
+Deno.test({
+  name:
+    "under a real cortexfsd (a root host: its instance has no sys_ptrace, the host checks each peer for it) a client in a bubblewrap sandbox gets the same one EACCES frame and a close; the same client on the host is served",
+  ignore: Deno.uid() !== 0,
+  async fn() {
+    const f = await makeTree();
+    let d: Daemon | null = null;
+    try {
+      d = await startDaemon(f);
+      const sock = `${f.run}/agent/coder.sock`;
+      const host = await onHost(sock, [{ op: "send", id: "host-1", session: "host", input: "hi" }]);
+      assertEquals(statuses(host), [["done", false]]);
+      const boxed = await inSandbox(sock, [
+        { op: "send", id: "box-1", session: "boxed", input: "from the sandbox" },
+        { op: "tsh", id: "box-2", session: "boxed", args: ["tools"] },
+      ]);
+      assertRefused(boxed, 2, /^peer pid \d+ is in mount namespace mnt:\[\d+\], not the daemon's/);
+      assertEquals(sessionExists(f, "boxed"), false);
+    } finally {
+      await cleanup(f, d);
+    }
+  },
 });
 
 /** The python3 interpreter, if any (the chroot client needs chroot(2), which Deno lacks). */

@@ -1,0 +1,117 @@
+/** sendMsg()/recvMsg() pass fds over a seqpacket pair and report cut messages; unixName() and boundFile() tell an accepted connection from sockets made otherwise. */
+import net from "node:net";
+import { assert, assertEquals, assertNotEquals } from "../../tests/assert.ts";
+import {
+  boundFile,
+  isSeqpacket,
+  notUnixStream,
+  recvMsg,
+  sendMsg,
+  seqpacketPair,
+  unixName,
+} from "./fdpass.ts";
+import { fstat } from "./libc.ts";
+import { closeFd, listenUnix } from "./listen.ts";
+import { fdOf, isCloexec } from "./sock.ts";
+
+const enc = new TextEncoder();
+
+Deno.test("sendMsg()/recvMsg(): one message with one fd arrives whole (the fd close-on-exec, the same file); a longer one is cut and says so; nothing waiting is EAGAIN", () => {
+  const p = seqpacketPair();
+  assert(typeof p !== "number");
+  const [a, b] = p;
+  try {
+    assertEquals([isSeqpacket(a), isSeqpacket(b)], [true, true]);
+    assertEquals(sendMsg(a, enc.encode("hello"), b), 5);
+    const m = recvMsg(b, 16);
+    assert(typeof m !== "number");
+    assertEquals([new TextDecoder().decode(m.data), m.fds.length, m.truncated], [
+      "hello",
+      1,
+      false,
+    ]);
+    const [x, y] = [fstat(m.fds[0]), fstat(b)].map((s) => typeof s === "number" ? s : s.ino);
+    assertEquals([x, isCloexec(m.fds[0])], [y, true]);
+    closeFd(m.fds[0]);
+    assertEquals(sendMsg(a, enc.encode("0123456789")), 10);
+    const cut = recvMsg(b, 4);
+    assertEquals(cut, { data: enc.encode("0123"), fds: [], truncated: true });
+    assertEquals(recvMsg(b, 4), -11); // EAGAIN
+  } finally {
+    closeFd(a);
+    closeFd(b);
+  }
+});
+
+Deno.test("notUnixStream(), unixName(), boundFile(): an accepted connection is a named stream socket bound to its listener's file; a client and a socketpair are unnamed, bound to none", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "fdpass-" });
+  const path = `${dir}/s.sock`;
+  const listener = listenUnix(path);
+  assert(listener >= 0);
+  let take!: (s: net.Socket) => void; // assigned by the Promise executor below, synchronously
+  const accepted = new Promise<net.Socket>((r) => take = r);
+  const server = net.createServer((s) => take(s));
+  await new Promise<void>((r) => server.listen({ fd: listener }, () => r()));
+  const client = net.connect(path);
+  const s = await accepted;
+  try {
+    const fd = fdOf(s);
+    const file = Deno.statSync(path);
+    assertEquals(notUnixStream(fd), undefined);
+    assertEquals(notUnixStream(listener), "a listening socket, not a connection");
+    assertEquals(unixName(fd), path);
+    assertEquals(boundFile(fd), boundFile(listener));
+    assertEquals((boundFile(fd) as { ino: number }).ino, file.ino);
+    assertEquals([unixName(fdOf(client)), boundFile(fdOf(client))], ["", null]);
+    const p = seqpacketPair();
+    assert(typeof p !== "number");
+    assertEquals([notUnixStream(p[0]), unixName(p[0]), boundFile(p[0])], [
+      "not a stream socket (type 5)",
+      "",
+      null,
+    ]);
+    closeFd(p[0]);
+    closeFd(p[1]);
+  } finally {
+    client.destroy();
+    s.destroy();
+    await new Promise<void>((r) => server.close(() => r()));
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test({
+  name:
+    "boundFile(): a connection from a client in another network namespace (sock_diag finds it only there) is bound to its listener's file all the same",
+  ignore: Deno.uid() !== 0,
+  async fn() {
+    const dir = await Deno.makeTempDir({ prefix: "fdpass-" });
+    const path = `${dir}/s.sock`;
+    const listener = listenUnix(path);
+    assert(listener >= 0);
+    let take!: (s: net.Socket) => void; // assigned by the Promise executor below, synchronously
+    const accepted = new Promise<net.Socket>((r) => take = r);
+    const server = net.createServer((s) => take(s));
+    await new Promise<void>((r) => server.listen({ fd: listener }, () => r()));
+    const code =
+      `const c = await Deno.connect({ transport: "unix", path: ${JSON.stringify(path)} });` +
+      `await c.read(new Uint8Array(1));`;
+    const child = new Deno.Command("unshare", {
+      args: ["--net", "--", Deno.execPath(), "eval", code],
+      stdin: "null",
+      stdout: "null",
+      stderr: "inherit",
+    }).spawn();
+    const s = await accepted;
+    try {
+      const ns = (pid: number) => Deno.readLinkSync(`/proc/${pid}/ns/net`);
+      assertNotEquals(ns(child.pid), ns(Deno.pid)); // unshare execs deno in place: the same pid
+      assertEquals(boundFile(fdOf(s)), boundFile(listener));
+    } finally {
+      s.end("x");
+      await child.status;
+      await new Promise<void>((r) => server.close(() => r()));
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
