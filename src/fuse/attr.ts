@@ -1,6 +1,6 @@
 /** File attributes: from a backing stat, for virtual files, and their encoding into entry/attr replies. */
 import { ATTR, type Attr, ATTR_OUT, encode, ENTRY_OUT } from "../abi/fuse.ts";
-import type { Stat } from "../sys/libc.ts";
+import { type Stat, statBytes } from "../sys/libc.ts";
 
 /** File type bits of st_mode. */
 export const S = {
@@ -154,4 +154,76 @@ export function putAttr(out: Uint8Array, options: { attr: Attr; ttl: number }): 
 /** A DataView over `out` and the offset where `out` starts in it. */
 export function outView(out: Uint8Array): [DataView, number] {
   return [viewOf(out), out.byteOffset];
+}
+
+// --- straight from the stat buffer (src/sys/libc.ts statAtRaw) ----------------------------------
+
+const RAW = statBytes.view;
+const L = statBytes.layout;
+function word(o: number): number {
+  return RAW.getUint32(o, true);
+}
+function u64(o: number): number {
+  return word(o) + word(o + 4) * 0x1_0000_0000;
+}
+/** The inode number, device, link count and mode of the stat in the buffer. */
+export const rawStat = {
+  ino: () => u64(L.ino),
+  dev: () => u64(L.dev),
+  nlink: () => word(L.nlink), // the low word: a u32 on the wire
+  mode: () => word(L.mode),
+};
+
+/**
+ * Writes the `fuse_attr` of the stat in the buffer at `at` of `v`: each field's bytes copied (the
+ * 64-bit ones whole, the nanoseconds, nlink, rdev and blksize as their low 32 bits, as the
+ * encoder would write them), no number decoded or boxed. flags 0.
+ */
+function putStatAttr(v: DataView, at: number): void {
+  const copy = (to: number, from: number) => v.setUint32(to, word(from), true);
+  copy(at, L.ino);
+  copy(at + 4, L.ino + 4);
+  copy(at + 8, L.size_);
+  copy(at + 12, L.size_ + 4);
+  copy(at + 16, L.blocks);
+  copy(at + 20, L.blocks + 4);
+  copy(at + 24, L.atime);
+  copy(at + 28, L.atime + 4);
+  copy(at + 32, L.mtime);
+  copy(at + 36, L.mtime + 4);
+  copy(at + 40, L.ctime);
+  copy(at + 44, L.ctime + 4);
+  copy(at + 48, L.atime + 8);
+  copy(at + 52, L.mtime + 8);
+  copy(at + 56, L.ctime + 8);
+  copy(at + 60, L.mode);
+  copy(at + 64, L.nlink);
+  copy(at + 68, L.uid);
+  copy(at + 72, L.gid);
+  copy(at + 76, L.rdev);
+  copy(at + 80, L.blksize);
+  v.setUint32(at + 84, 0, true);
+}
+
+/** {@link putEntry} with the attributes of the stat in the buffer. */
+export function putRawEntry(out: Uint8Array, nodeid: number, ttl: number): number {
+  const v = viewOf(out);
+  const at = out.byteOffset;
+  v.setUint32(at, nodeid >>> 0, true);
+  v.setUint32(at + 4, (nodeid / 0x1_0000_0000) >>> 0, true);
+  v.setBigUint64(at + 8, 0n, true);
+  putValid(v, at + 16, at + 32, ttl);
+  putValid(v, at + 24, at + 36, ttl);
+  putStatAttr(v, at + ENTRY_OUT.size);
+  return ENTRY_OUT.size + ATTR.size;
+}
+
+/** {@link putAttr} with the attributes of the stat in the buffer. */
+export function putRawAttr(out: Uint8Array, ttl: number): number {
+  const v = viewOf(out);
+  const at = out.byteOffset;
+  putValid(v, at, at + 8, ttl);
+  v.setUint32(at + 12, 0, true);
+  putStatAttr(v, at + ATTR_OUT.size);
+  return ATTR_OUT.size + ATTR.size;
 }

@@ -111,7 +111,7 @@ export class Backing {
    * Notes what a stat found at `place` (the path `path`): a cached fd of another (or no)
    * directory there is dropped, with those below it.
    */
-  seen(path: string, st: Stat | number, place?: Place): void {
+  seen(path: string, st: Pick<Stat, "ino" | "dev"> | number, place?: Place): void {
     if (this.#dirs.size === 0) return;
     let d: Open | null;
     const m = place?.memo;

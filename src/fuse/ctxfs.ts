@@ -2,7 +2,7 @@
 import { encode, GETATTR_FH, OP, STATFS_OUT } from "../abi/fuse.ts";
 import { ERRNO } from "../abi/errno.ts";
 import * as libc from "../sys/libc.ts";
-import { fromStat, outView, putAttr } from "./attr.ts";
+import { fromStat, outView, putAttr, putRawAttr } from "./attr.ts";
 import { Agents } from "./agents.ts";
 import type { Backing } from "./backing.ts";
 import { ROOT_NAMES } from "./classify.ts";
@@ -129,6 +129,10 @@ export class CtxFs implements FileSystem {
       return typeof st === "number" ? st : putAttr(out, { attr: fromStat(st), ttl: 0 });
     }
     const info = t.nodeInfo(node as Node & { path: string }); // path !== null above
+    if (t.plain(info)) {
+      const r = t.lstatRaw(path, info);
+      return r < 0 ? r : putRawAttr(out, info.ttl);
+    }
     const a = t.stat(path, info, true);
     if (typeof a === "number") {
       const w = a === -E.ENOENT && info.kind === "control" ? t.pending(path, h) : null;

@@ -4,7 +4,16 @@ import { ERRNO } from "../abi/errno.ts";
 import * as libc from "../sys/libc.ts";
 import type { At, Dir } from "../sys/dir.ts";
 import { Backing, noMemo, type Place } from "./backing.ts";
-import { fromStat, outView, putAttr, putEntry, S, virtualAttr } from "./attr.ts";
+import {
+  fromStat,
+  outView,
+  putAttr,
+  putEntry,
+  putRawEntry,
+  rawStat,
+  S,
+  virtualAttr,
+} from "./attr.ts";
 import { baseOf, classify, type Kind, parentOf } from "./classify.ts";
 import type { Commit, ControlWriter, Refused, Temp } from "./control.ts";
 import type { Listing } from "./listing.ts";
@@ -68,6 +77,8 @@ export interface PathInfo extends Place {
 
 const E = ERRNO;
 const enc = new TextEncoder();
+/** What {@link Tree.lstatRaw} hands the backing cache's check (one object, no allocation). */
+const seenId = { ino: 0, dev: 0 };
 /**
  * `agent/` and `home/` are shown sticky and world-writable, so that under default_permissions
  * the kernel lets an unprivileged user ask for a creation there at all; the rules in agents.ts
@@ -169,6 +180,27 @@ export class Tree {
     this.back.seen(path, st, info);
     return st;
   }
+  /**
+   * {@link lstat} left undecoded in libc's stat buffer (attr.ts `rawStat`, `putRawAttr`): 0 or
+   * -errno. Only for a path whose attributes are the backing file's as they are ({@link plain}).
+   */
+  lstatRaw(path: string, info: PathInfo): number {
+    const fd = this.back.parentFd(info);
+    if (fd < 0) return fd;
+    const r = this.dir.lstatRawIn(fd, info.name);
+    if (r < 0) this.back.seen(path, r, info);
+    else {
+      seenId.ino = rawStat.ino();
+      seenId.dev = rawStat.dev();
+      this.back.seen(path, seenId, info);
+    }
+    return r;
+  }
+  /** Whether {@link stat} answers `info`'s path with its backing file's attributes unchanged. */
+  plain(info: PathInfo): boolean {
+    return (info.kind === "rw" || info.kind === "stage") && info.path !== "home";
+  }
+
   /** The entry/attribute timeout of `path` seen as `kind`. */
   ttl(kind: Kind, path: string): number {
     const i = this.info(path);
@@ -296,6 +328,7 @@ export class Tree {
         const st = this.lstat(path, info);
         if (typeof st === "number") return st;
         const a = fromStat(st, reuse ? this.#attr : undefined);
+        // (keep plain() in step: this is the one change made to a backing file's attributes here)
         if (path === "home") a.mode = S.IFDIR | SHARED_DIR; // anyone may make home/<own uid>
         return a;
       }
@@ -310,6 +343,20 @@ export class Tree {
     const info = known?.path === path
       ? this.nodeInfo(known as Node & { path: string })
       : this.info(path);
+    if (this.plain(info)) {
+      // The backing file's attributes as they are: copied from the stat buffer into the reply.
+      const r = this.lstatRaw(path, info);
+      if (r < 0) return r;
+      const mode = rawStat.mode();
+      const key = info.kind === "rw" && rawStat.nlink() > 1 && (mode & S.IFMT) !== S.IFDIR
+        ? String(rawStat.ino())
+        : undefined;
+      const node = known !== undefined && key === undefined
+        ? this.nodes.reref(known)
+        : this.nodes.ref(path, key);
+      node.until = info.ttl > 0 ? performance.now() + info.ttl * 1000 : 0;
+      return putRawEntry(out, node.id, info.ttl);
+    }
     const a = this.stat(path, info, true);
     if (typeof a === "number") return a;
     // A file with several names (hard links) is one kernel inode: same node for every name.

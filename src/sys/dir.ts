@@ -1,7 +1,7 @@
 /** A directory fd and the *at(2) calls on names in it: the backing tree of a mount, never walked through a symlink. */
 import { ARCH } from "./arch.ts";
 import { libc, ret } from "./ffi.ts";
-import { close, errno, fstat, O, open, type Stat, statAt } from "./libc.ts";
+import { close, errno, fstat, O, open, type Stat, statAt, statAtRaw } from "./libc.ts";
 
 // Relative walks are the point: a stat of `home/0/d/f` from the generation's fd walks 4 components,
 // the absolute path under /var/lib/cortexfs/storage/generations/<g>/ about 10; measured 0.70 us
@@ -111,6 +111,10 @@ export class Dir {
   /** {@link lstat} of `name` in directory `fd`, for a caller without an {@link At} at hand. */
   lstatIn(fd: number, name: Uint8Array): Stat | number {
     return statAt(fd, name, NOFOLLOW);
+  }
+  /** {@link lstatIn} left undecoded in libc's `statBytes`: 0 or -errno. */
+  lstatRawIn(fd: number, name: Uint8Array): number {
+    return statAtRaw(fd, name, NOFOLLOW);
   }
   /** openat(2) with O_NOFOLLOW (a final symlink fails ELOOP): an fd (close-on-exec) or -errno. */
   open(at: At, flags: number, mode = 0): number {

@@ -183,6 +183,19 @@ export function lstat(path: Uint8Array, options: { follow?: boolean } = {}): Sta
 export function statAt(dir: number, path: Uint8Array, flags: number): Stat | number {
   return sym.fstatat(dir, path, statBuf, flags) < 0 ? -errno() : decodeStat();
 }
+/**
+ * fstatat(2) with `flags` into the shared stat buffer, not decoded: 0 or -errno. The bytes stay in
+ * {@link statBytes} until the next stat call (a caller that copies a few fields or the whole
+ * struct skips building numbers it would only write out again).
+ */
+export function statAtRaw(dir: number, path: Uint8Array, flags: number): number {
+  return sym.fstatat(dir, path, statBuf, flags) < 0 ? -errno() : 0;
+}
+/** The shared stat buffer (read only) and this architecture's `struct stat` offsets. */
+export const statBytes: { readonly view: DataView; readonly layout: typeof L } = {
+  view: statView,
+  layout: L,
+};
 /** fstat(2): the stat (shared, valid until the next call) or -errno. */
 export function fstat(fd: number): Stat | number {
   return sym.fstat(fd, statBuf) < 0 ? -errno() : decodeStat();
