@@ -76,23 +76,50 @@ const NO_DATA = new Uint8Array(0);
 
 const HI = 0x1_0000_0000;
 
+/**
+ * A u64 field as a number: a small integer stays one (computed through a double it would be kept
+ * boxed in the request object, two allocations per request more).
+ */
+function u64(view: DataView, at: number): number {
+  const lo = view.getUint32(at, true), hi = view.getUint32(at + 4, true);
+  return hi === 0 && lo < 0x4000_0000 ? lo | 0 : lo + hi * HI;
+}
+
 /** An opcode's name, for messages. */
 function nameOf(opcode: number): string {
   return OPCODES[opcode]?.name ?? `op${opcode}`;
 }
 
-/** A name from the request buffer: short ASCII names (nearly all) without the TextDecoder call. */
+/** Names recently read, by a hash of their bytes (see {@link text}). */
+const names = new Map<number, string>();
+const MAX_NAMES = 4096;
+
+/**
+ * A name from the request buffer. Names repeat (a stat loop, a build tree), so one seen before is
+ * that same string again: found by a hash of its bytes, its bytes compared, nothing allocated
+ * (building one char by char made a new string per char). Others are decoded: short ASCII ones
+ * without the TextDecoder call.
+ */
 function text(buf: Uint8Array, start: number, end: number): string {
-  if (end - start <= 32) {
-    let s = "";
-    for (let i = start; i < end; i++) {
-      const c = buf[i];
-      if (c >= 0x80) return dec.decode(buf.subarray(start, end));
-      s += String.fromCharCode(c);
-    }
-    return s;
+  if (end - start > 32) return dec.decode(buf.subarray(start, end));
+  let h = 0x811c9dc5;
+  for (let i = start; i < end; i++) h = Math.imul(h ^ buf[i], 0x01000193);
+  h &= 0x3fffffff;
+  const known = names.get(h);
+  if (known !== undefined && known.length === end - start) {
+    let i = 0;
+    while (i < known.length && known.charCodeAt(i) === buf[start + i]) i++;
+    if (i === known.length) return known;
   }
-  return dec.decode(buf.subarray(start, end));
+  let s = "";
+  for (let i = start; i < end; i++) {
+    const c = buf[i];
+    if (c >= 0x80) return dec.decode(buf.subarray(start, end)); // not kept: compared as bytes above
+    s += String.fromCharCode(c);
+  }
+  if (names.size >= MAX_NAMES) names.clear();
+  names.set(h, s);
+  return s;
 }
 
 /** Serves one FUSE session on an fd (already mounted) until unmount (ENODEV) or DESTROY. */
@@ -178,8 +205,8 @@ export class Conn {
     const spec = OPCODES[opcode];
     const req: Request = {
       opcode,
-      unique: view.getUint32(8, true) + view.getUint32(12, true) * HI,
-      nodeid: view.getUint32(16, true) + view.getUint32(20, true) * HI,
+      unique: u64(view, 8),
+      nodeid: u64(view, 16),
       uid: view.getUint32(24, true),
       gid: view.getUint32(28, true),
       pid: view.getUint32(32, true),

@@ -207,3 +207,42 @@ Deno.test("INIT asks for passthrough (flags2, max_stack_depth 1) only when a 7.4
     false,
   ]);
 });
+
+Deno.test("names reach the handler as sent: repeated, colliding in the name cache's hash, non-ASCII, long; u64 ids above 2^30 stay exact", async () => {
+  const seen: { name: string; nodeid: number; unique: number }[] = [];
+  const fs: FileSystem = {
+    handlers: {
+      1: (r) => {
+        seen.push({ name: r.names[0], nodeid: r.nodeid, unique: r.unique });
+        return -ERRNO.ENOENT;
+      },
+    },
+    forget: () => {},
+  };
+  // two ASCII names whose 30-bit FNV-1a of the bytes is the same (the cache keeps one of them)
+  const fnv = (s: string) => {
+    let h = 0x811c9dc5;
+    for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193);
+    return h & 0x3fffffff;
+  };
+  const by = new Map<number, string>();
+  let pair: [string, string] | undefined;
+  for (let i = 0; !pair; i++) {
+    const n = `c${i}`, o = by.get(fnv(n));
+    if (o !== undefined) pair = [o, n];
+    else by.set(fnv(n), n);
+  }
+  const names = ["a.txt", "a.txt", pair[0], pair[1], pair[0], "é", "é", "x".repeat(40), "a.txt"];
+  const enc = new TextEncoder();
+  const reqs = names.map((n, i) => {
+    const b = request(1, enc.encode(`${n}\0`), 2 * i + 2);
+    const v = new DataView(b.buffer);
+    if (i === 1) v.setUint32(20, 3, true); // nodeid 3 * 2^32 + 1
+    if (i === 2) v.setUint32(16, 0x4000_0001, true); // just above the small-integer range
+    return b;
+  });
+  await replies(fs, reqs);
+  assertEquals(seen.map((s) => s.name), names);
+  assertEquals(seen.map((s) => s.nodeid).slice(0, 3), [1, 3 * 2 ** 32 + 1, 0x4000_0001]);
+  assertEquals(seen.map((s) => s.unique), names.map((_, i) => 2 * i + 2));
+});

@@ -14,6 +14,13 @@ const sym = libc();
  * which stays on V8's fast-call path (the allocation is cheaper than the fallback).
  */
 const n64 = (n: number) => BigInt(n);
+// The lengths below SMALL as BigInts, made once each: a FUSE reply's length is one of a few, and a
+// BigInt per write(2) was an allocation per request.
+const SMALL = 4096;
+const smalls: bigint[] = [];
+function small(n: number): bigint {
+  return smalls[n] ??= BigInt(n);
+}
 /** Sizes used on every request, converted once. */
 const ONE = 1n;
 const scratch = new Uint8Array(3 * 4096 + 1);
@@ -57,7 +64,7 @@ export function read(fd: number, buf: Uint8Array): number {
 }
 /** write(2) of `buf` (its first `len` bytes when given: no view to allocate): bytes written or -errno. */
 export function write(fd: number, buf: Uint8Array, len = buf.length): number {
-  return ret(sym.write(fd, buf, n64(len)));
+  return ret(sym.write(fd, buf, len < SMALL ? small(len) : n64(len)));
 }
 /** pread(2) into `buf` at `offset`: bytes read or -errno. */
 export function pread(fd: number, buf: Uint8Array, offset: number): number {
