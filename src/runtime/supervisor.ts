@@ -18,7 +18,12 @@ import {
 import { type Manager, stopperOf } from "./systemd.ts";
 import { linkAlias } from "./server.ts";
 import { type Live, type SpawnContext, spawnInstance } from "./spawn.ts";
-import { startTerminals, type TerminalInfo, type TerminalRequest } from "./terminals.ts";
+import {
+  startTerminals,
+  type TerminalInfo,
+  type TerminalRequest,
+  type Terminals,
+} from "./terminals.ts";
 
 /** How long a stopped instance has between SIGTERM and SIGKILL. */
 export const STOP_GRACE_MS = 5_000;
@@ -152,13 +157,12 @@ export async function startSupervisor(o: SupervisorOptions): Promise<Supervisor>
     Deno.chmodSync(`${o.run}/${d}`, mode);
   }
   const presence = new Presence(o.root, { logDir: `${o.run}/log`, logBytes: o.logBytes });
-  const grace = o.graceMs ?? STOP_GRACE_MS;
-  const startSeconds = o.startSeconds ?? START_SECONDS;
+  const graceMs = o.graceMs ?? STOP_GRACE_MS;
   const manager = o.manager ?? null;
-  const stopOf = stopperOf(manager);
+  const stop = stopperOf(manager);
   const reaped = await reapReceipts(receiptsDir(o.run), {
-    graceMs: grace,
-    stop: stopOf,
+    graceMs,
+    stop,
     onReaped: (agent) => presence.set(agent, "idle", null),
   });
   await reapGroups(groupsDir(o.run));
@@ -166,7 +170,7 @@ export async function startSupervisor(o: SupervisorOptions): Promise<Supervisor>
     root: o.root,
     run: o.run,
     command: o.terminal ?? [],
-    graceMs: grace,
+    graceMs,
     env: o.env,
     logBytes: o.logBytes,
     log: (agent, line) => presence.log(agent, line),
@@ -174,10 +178,7 @@ export async function startSupervisor(o: SupervisorOptions): Promise<Supervisor>
   // Resolved once: a root host without setpriv fails here, before it serves (an instance with
   // every capability is what this replaces, never a fallback).
   const drop = dropArgv({ uid: Deno.uid() });
-  const slots = new Map<string, Slot>();
-  let closing = false;
-
-  const ctx: SpawnContext = {
+  const host = new Host(o, terms, reaped, {
     root: o.root,
     run: o.run,
     mount: o.mount,
@@ -185,35 +186,170 @@ export async function startSupervisor(o: SupervisorOptions): Promise<Supervisor>
     idleSeconds: o.idleSeconds ?? IDLE_SECONDS,
     env: o.env,
     manager,
-    graceMs: grace,
-    startSeconds,
+    graceMs,
+    startSeconds: o.startSeconds ?? START_SECONDS,
     drop,
     presence,
-    stop: stopOf,
-    closing: () => closing,
-  };
+    stop,
+  });
+  await host.boot();
+  return host;
+}
 
-  /** `live`'s exit is recorded: its slot is free, and a socket still served is armed again. */
-  const exited = (slot: Slot, live: Live) => {
-    slot.live = undefined;
-    if (closing || slots.get(slot.name) !== slot) return;
-    void live.ready.then((wasReady) => {
-      if (!wasReady) {
-        // It never served: the clients waiting now would only start it again. Tell them.
-        const frame = encodeFrame(live.notStarted());
-        refuseWaiting(slot.fd, new TextEncoder().encode(frame));
-      }
-      activator.arm(slot.name, slot.fd);
+/** The supervisor's state: one slot per served agent, the activator, the terminals. */
+class Host implements Supervisor {
+  readonly reaped: ReapedInstances;
+  readonly reapedTerminals: { stopped: string[]; stale: string[] };
+  readonly #o: SupervisorOptions;
+  readonly #ctx: SpawnContext;
+  readonly #terms: Terminals;
+  readonly #slots = new Map<string, Slot>();
+  readonly #activator: Activator;
+  #booting = true;
+  /** The host is closing: an exit re-arms nothing, a start timeout stops nothing. */
+  #closing = false;
+
+  constructor(
+    o: SupervisorOptions,
+    terms: Terminals,
+    reaped: ReapedInstances,
+    ctx: Omit<SpawnContext, "closing">,
+  ) {
+    this.#o = o;
+    this.#terms = terms;
+    this.reaped = reaped;
+    this.reapedTerminals = terms.reaped;
+    this.#ctx = { ...ctx, closing: () => this.#closing };
+    this.#activator = new Activator((name) => {
+      void this.#start(name).catch((e) => console.error(`cortexfsd: starting ${name}: ${e}`));
     });
-  };
+  }
 
-  const start = async (name: string) => {
-    const slot = slots.get(name);
+  /** Every socket first (clients can connect as soon as theirs exists), the summaries after. */
+  async boot(): Promise<void> {
+    const names = agentNames(this.#o.root);
+    for (const name of names) {
+      await this.serve(name).catch((e) => console.error(`cortexfsd: not serving ${name}: ${e}`));
+    }
+    this.#booting = false;
+    for (const name of names) if (this.#slots.has(name)) this.#markIdle(name);
+  }
+
+  serve(name: string): Promise<string> {
+    const have = this.#slots.get(name);
+    if (have) return Promise.resolve(have.path);
+    const path = `${this.#o.run}/agent/${name}.sock`;
+    try {
+      if (Deno.lstatSync(path).isSocket) Deno.removeSync(path); // stale from a killed host
+    } catch { /* absent */ }
+    const fd = listenUnix(path);
+    if (fd < 0) {
+      return Promise.reject(new CtxError("EIO", `cannot listen on ${path} (errno ${-fd})`));
+    }
+    Deno.chmodSync(path, 0o666); // SO_PEERCRED decides, in the instance
+    linkAlias(this.#o.root, name, path);
+    this.#slots.set(name, { name, fd, path });
+    this.#activator.arm(name, fd);
+    if (!this.#booting) this.#markIdle(name);
+    return Promise.resolve(path);
+  }
+
+  async unserve(name: string): Promise<void> {
+    const slot = this.#slots.get(name);
+    if (!slot) return;
+    this.#slots.delete(name);
+    await this.#terms.stop(name);
+    if (slot.live) await slot.live.stop();
+    this.#activator.forget(name, slot.fd);
+    for (const p of [slot.path, `${this.#o.root}/agent/${name}.sock`]) {
+      try {
+        Deno.removeSync(p);
+      } catch { /* gone */ }
+    }
+  }
+
+  async start(name: string): Promise<{ receipt: InstanceReceipt; already: boolean }> {
+    const { live, already } = await this.#start(name);
+    if (!(await live.ready) || !live.receipt) {
+      if (live.timedOut) {
+        const f = live.notStarted();
+        throw new CtxError("ETIMEDOUT", f.message);
+      }
+      throw new CtxError("EIO", `agent ${name}: its instance exited before it served`);
+    }
+    return { receipt: live.receipt, already };
+  }
+
+  startTerminal(req: TerminalRequest): Promise<{ terminal: TerminalInfo; already: boolean }> {
+    if (!this.#o.terminal) {
+      return Promise.reject(new CtxError("ENOTSUP", "this host starts no terminals"));
+    }
+    if (!this.#slots.has(req.agent)) {
+      return Promise.reject(new CtxError("ENOENT", `agent ${req.agent} is not served`));
+    }
+    return this.#terms.start(req);
+  }
+
+  async stop(name: string): Promise<{
+    result: Stopped | "none";
+    receipt: InstanceReceipt | null;
+    terminals: StoppedTerminal[];
+  }> {
+    const slot = this.#slots.get(name);
+    if (!slot) throw new CtxError("ENOENT", `agent ${name} is not served`);
+    // The terminals first (each by its receipt), then the instance.
+    const terminals = await this.#terms.stop(name);
+    const live = slot.live;
+    if (!live) return { result: "none", receipt: null, terminals };
+    return { result: await live.stop(), receipt: live.receipt ?? null, terminals };
+  }
+
+  status(name: string): InstanceInfo {
+    const d = `${this.#o.root}/agent/${name}.d`;
+    const pid = Number(readTrim(`${d}/pid`)) || null;
+    const receipt = this.#slots.get(name)?.live?.receipt ?? null;
+    return {
+      agent: name,
+      state: readTrim(`${d}/status`) || "dead",
+      pid,
+      receipt,
+      terminals: this.#terms.list(name),
+    };
+  }
+
+  ps(): InstanceInfo[] {
+    return [...this.#slots.values()].filter((s) => s.live || this.#terms.list(s.name).length > 0)
+      .map((s) => this.status(s.name));
+  }
+
+  agents(): string[] {
+    return [...this.#slots.keys()].sort();
+  }
+
+  async close(): Promise<void> {
+    this.#closing = true;
+    await this.#terms.close(); // the host's terminals end with it (ctxterm records process.exit)
+    const lives = [...this.#slots.values()].flatMap((s) => s.live ? [s.live] : []);
+    await Promise.all(lives.map((live) => live.leave()));
+    await this.#activator.close();
+    for (const slot of this.#slots.values()) {
+      this.#ctx.presence.set(slot.name, "dead", null); // nothing serves it any more
+      closeFd(slot.fd);
+      try {
+        Deno.removeSync(slot.path);
+      } catch { /* gone */ }
+    }
+    this.#slots.clear();
+  }
+
+  /** Starts `name`'s instance unless one lives or is starting; resolves once it is ready or gone. */
+  async #start(name: string): Promise<{ live: Live; already: boolean }> {
+    const slot = this.#slots.get(name);
     if (!slot) throw new CtxError("ENOENT", `agent ${name} is not served`);
     if (slot.live) return { live: slot.live, already: true };
     if (slot.starting) return { live: await slot.starting, already: true };
-    activator.disarm(name);
-    const live = spawnInstance(slot, ctx, (l) => exited(slot, l));
+    this.#activator.disarm(name);
+    const live = spawnInstance(slot, this.#ctx, (l) => this.#exited(slot, l));
     slot.live = live;
     const p = live.ready.then(() => live);
     slot.starting = p;
@@ -223,127 +359,28 @@ export async function startSupervisor(o: SupervisorOptions): Promise<Supervisor>
       slot.starting = undefined;
     }
     return { live, already: false };
-  };
-
-  const activator = new Activator((name) => {
-    void start(name).catch((e) => console.error(`cortexfsd: starting ${name}: ${e}`));
-  });
-
-  const info = (name: string): InstanceInfo => {
-    const d = `${o.root}/agent/${name}.d`;
-    const pid = Number(readTrim(`${d}/pid`)) || null;
-    const receipt = slots.get(name)?.live?.receipt ?? null;
-    return {
-      agent: name,
-      state: readTrim(`${d}/status`) || "dead",
-      pid,
-      receipt,
-      terminals: terms.list(name),
-    };
-  };
-
-  const serve = (name: string) => {
-    const have = slots.get(name);
-    if (have) return Promise.resolve(have.path);
-    const path = `${o.run}/agent/${name}.sock`;
-    try {
-      if (Deno.lstatSync(path).isSocket) Deno.removeSync(path); // stale from a killed host
-    } catch { /* absent */ }
-    const fd = listenUnix(path);
-    if (fd < 0) {
-      return Promise.reject(new CtxError("EIO", `cannot listen on ${path} (errno ${-fd})`));
-    }
-    Deno.chmodSync(path, 0o666); // SO_PEERCRED decides, in the instance
-    linkAlias(o.root, name, path);
-    slots.set(name, { name, fd, path });
-    activator.arm(name, fd);
-    if (!booting) markIdle(name);
-    return Promise.resolve(path);
-  };
-  /** Served, no instance: `idle` (written only when it says otherwise: a restart costs reads). */
-  const markIdle = (name: string) => {
-    const d = `${o.root}/agent/${name}.d`;
-    if (slots.get(name)?.live) return;
-    if (readTrim(`${d}/status`) !== "idle" || readTrim(`${d}/pid`) !== "") {
-      presence.set(name, "idle", null);
-    }
-  };
-
-  // Every socket first (clients can connect as soon as theirs exists), the summaries after.
-  let booting = true;
-  const names = agentNames(o.root);
-  for (const name of names) {
-    await serve(name).catch((e) => console.error(`cortexfsd: not serving ${name}: ${e}`));
   }
-  booting = false;
-  for (const name of names) if (slots.has(name)) markIdle(name);
 
-  return {
-    serve,
-    reaped,
-    agents: () => [...slots.keys()].sort(),
-    async start(name) {
-      const { live, already } = await start(name);
-      if (!(await live.ready) || !live.receipt) {
-        if (live.timedOut) {
-          const f = live.notStarted();
-          throw new CtxError("ETIMEDOUT", f.message);
-        }
-        throw new CtxError("EIO", `agent ${name}: its instance exited before it served`);
+  /** `live`'s exit is recorded: its slot is free, and a socket still served is armed again. */
+  #exited(slot: Slot, live: Live): void {
+    slot.live = undefined;
+    if (this.#closing || this.#slots.get(slot.name) !== slot) return;
+    void live.ready.then((wasReady) => {
+      if (!wasReady) {
+        // It never served: the clients waiting now would only start it again. Tell them.
+        const frame = encodeFrame(live.notStarted());
+        refuseWaiting(slot.fd, new TextEncoder().encode(frame));
       }
-      return { receipt: live.receipt, already };
-    },
-    reapedTerminals: terms.reaped,
-    startTerminal(req) {
-      if (!o.terminal) {
-        return Promise.reject(new CtxError("ENOTSUP", "this host starts no terminals"));
-      }
-      if (!slots.has(req.agent)) {
-        return Promise.reject(new CtxError("ENOENT", `agent ${req.agent} is not served`));
-      }
-      return terms.start(req);
-    },
-    async stop(name) {
-      const slot = slots.get(name);
-      if (!slot) throw new CtxError("ENOENT", `agent ${name} is not served`);
-      // The terminals first (each by its receipt), then the instance.
-      const terminals = await terms.stop(name);
-      const live = slot.live;
-      if (!live) return { result: "none", receipt: null, terminals };
-      return { result: await live.stop(), receipt: live.receipt ?? null, terminals };
-    },
-    status: info,
-    ps: () =>
-      [...slots.values()].filter((s) => s.live || terms.list(s.name).length > 0).map((s) =>
-        info(s.name)
-      ),
-    async unserve(name) {
-      const slot = slots.get(name);
-      if (!slot) return;
-      slots.delete(name);
-      await terms.stop(name);
-      if (slot.live) await slot.live.stop();
-      activator.forget(name, slot.fd);
-      for (const p of [slot.path, `${o.root}/agent/${name}.sock`]) {
-        try {
-          Deno.removeSync(p);
-        } catch { /* gone */ }
-      }
-    },
-    async close() {
-      closing = true;
-      await terms.close(); // the host's terminals end with it (ctxterm records process.exit)
-      const lives = [...slots.values()].flatMap((s) => s.live ? [s.live] : []);
-      await Promise.all(lives.map((live) => live.leave()));
-      await activator.close();
-      for (const slot of slots.values()) {
-        presence.set(slot.name, "dead", null); // nothing serves it any more
-        closeFd(slot.fd);
-        try {
-          Deno.removeSync(slot.path);
-        } catch { /* gone */ }
-      }
-      slots.clear();
-    },
-  };
+      this.#activator.arm(slot.name, slot.fd);
+    });
+  }
+
+  /** Served, no instance: `idle` (written only when it says otherwise: a restart costs reads). */
+  #markIdle(name: string): void {
+    const d = `${this.#o.root}/agent/${name}.d`;
+    if (this.#slots.get(name)?.live) return;
+    if (readTrim(`${d}/status`) !== "idle" || readTrim(`${d}/pid`) !== "") {
+      this.#ctx.presence.set(name, "idle", null);
+    }
+  }
 }
