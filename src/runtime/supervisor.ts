@@ -246,8 +246,18 @@ class Host implements Supervisor {
     if (fd < 0) {
       return Promise.reject(new CtxError("EIO", `cannot listen on ${path} (errno ${-fd})`));
     }
-    Deno.chmodSync(path, 0o666); // SO_PEERCRED decides, in the instance
-    linkAlias(this.#o.root, name, path);
+    try {
+      Deno.chmodSync(path, 0o666); // SO_PEERCRED decides, in the instance
+      linkAlias(this.#o.root, name, path);
+    } catch (e) {
+      // One agent whose socket or alias cannot be made is not served; the host and every other
+      // agent go on (a throw here used to end the host's start, the socket's fd left open).
+      closeFd(fd);
+      try {
+        Deno.removeSync(path);
+      } catch { /* never made */ }
+      return Promise.reject(e);
+    }
     this.#slots.set(name, { name, fd, path });
     this.#activator.arm(name, fd);
     if (!this.#booting) this.#markIdle(name);

@@ -387,3 +387,31 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name:
+    "an agent whose socket alias cannot be made is not served; the host starts and every other agent serves",
+  ignore: !root,
+  async fn() {
+    const tree = await treeWithT();
+    createAgent(tree.root, "u", { uid: 0, gid: 0, exec: AGENT_SH });
+    // agent/u.sock is a non-empty directory: the alias symlink cannot be renamed onto it
+    Deno.mkdirSync(`${tree.root}/agent/u.sock/x`, { recursive: true });
+    let d: Daemon | null = null;
+    try {
+      d = await daemon(tree);
+      await until(() => d!.log().includes("not serving u"), "the host to say u is not served");
+      const ctx = ctxOf(tree);
+      const t = await ctx(["agent", "send", "t", "echo", "served"]);
+      assertEquals([t.code, t.stdout.includes("served")], [0, true]);
+      assertEquals((await sh(`stat -c %F ${tree.mount}/status`)).code, 0);
+      let u = false;
+      try {
+        u = Deno.lstatSync(`${tree.run}/agent/u.sock`).isSocket === true;
+      } catch { /* removed again */ }
+      assertEquals(u, false, "u's listening socket is closed and removed");
+    } finally {
+      await cleanup(tree, d);
+    }
+  },
+});
