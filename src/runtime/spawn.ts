@@ -65,7 +65,17 @@ export function spawnInstance(
   ctx.presence.set(l.name, "start", null);
   const { cmd, argv, unit } = instanceArgv(l.name, ctx);
   const { child, ours } = spawnChild(cmd, argv, l, ctx.env);
-  return new Live(l, { child, ours, unit }, ctx, onExit);
+  try {
+    return new Live(l, { child, ours, unit }, ctx, onExit);
+  } catch (e) {
+    // Its wiring failed (the broker's eventfd: out of fds). The child is held, waiting for `go`
+    // on stdin, so nothing of it ran: end it rather than leave it held for good. The host's end
+    // of the pair is left (the broker may own it already; a second close could hit a reused fd).
+    try {
+      child.kill("SIGKILL");
+    } catch { /* gone */ }
+    throw e;
+  }
 }
 
 /** The spawn's program and arguments, and the scope unit it runs as under a manager. */

@@ -1,6 +1,6 @@
 /** The supervisor: owns every agent's listening socket, starts one instance per agent on demand (itself, or as a systemd transient scope where a manager answers), records receipts before releasing it, stops only what a receipt proves. */
 import { CtxError } from "../abi/errno.ts";
-import { encodeFrame } from "../abi/frames.ts";
+import { encodeFrame, errorOf } from "../abi/frames.ts";
 import { ensureDir } from "../store/atomic.ts";
 import { readRegularText } from "../store/regular.ts";
 import { closeFd, listenUnix, refuseWaiting } from "../sys/listen.ts";
@@ -359,7 +359,13 @@ class Host implements Supervisor {
     if (slot.live) return { live: slot.live, already: true };
     if (slot.starting) return { live: await slot.starting, already: true };
     this.#activator.disarm(name);
-    const live = spawnInstance(slot, this.#ctx, (l) => this.#exited(slot, l));
+    let live: Live;
+    try {
+      live = spawnInstance(slot, this.#ctx, (l) => this.#exited(slot, l));
+    } catch (e) {
+      this.#spawnFailed(slot, e);
+      throw e;
+    }
     slot.live = live;
     const p = live.ready.then(() => live);
     slot.starting = p;
@@ -383,6 +389,24 @@ class Host implements Supervisor {
       }
       this.#activator.arm(slot.name, slot.fd);
     });
+  }
+
+  /**
+   * No instance could be spawned (socketpair, spawn or its broker failed: out of fds, say): as
+   * for an instance that never served, the clients waiting are told, the agent reads `dead`, and
+   * the socket is armed again (left disarmed, no later connection would ever start one).
+   */
+  #spawnFailed(slot: Slot, e: unknown): void {
+    const why = `agent ${slot.name}: its instance could not start: ${
+      String((e as Error)?.message ?? e).replace(/\s+/g, " ")
+    }`;
+    try {
+      this.#ctx.presence.log(slot.name, `cortexfsd: ${why}\n`);
+      this.#ctx.presence.set(slot.name, "dead", null);
+    } catch { /* the projection is best effort; the clients and the socket below are not */ }
+    if (this.#closing || this.#slots.get(slot.name) !== slot) return;
+    refuseWaiting(slot.fd, new TextEncoder().encode(encodeFrame(errorOf("EIO", why))));
+    this.#activator.arm(slot.name, slot.fd);
   }
 
   /** Served, no instance: `idle` (written only when it says otherwise: a restart costs reads). */
