@@ -13,6 +13,18 @@ const place = (parent: string, name: string, fresh = false): Place => ({
   memo: noMemo(),
 });
 
+/** The first bytes of the file a backing call on `p` reaches, as text, or -errno. */
+function readAt(b: Backing, p: Place): string | number {
+  const at = b.at(p);
+  if (typeof at === "number") return at;
+  const fd = b.dir.open(at, libc.O.RDONLY);
+  if (fd < 0) return fd;
+  const buf = new Uint8Array(16);
+  const n = libc.pread(fd, buf, 0);
+  libc.close(fd);
+  return new TextDecoder().decode(buf.subarray(0, n));
+}
+
 async function withTree(fn: (root: string, outside: string, b: Backing) => void): Promise<void> {
   const root = await Deno.makeTempDir({ prefix: "cortexfs-backing-" });
   const outside = await Deno.makeTempDir({ prefix: "cortexfs-outside-" });
@@ -79,16 +91,7 @@ Deno.test("Backing: calls on a final symlink act on the link itself (lstat, read
 Deno.test("Backing: a cached parent fd is dropped when a stat finds another directory at its path, or when forgotten", async () => {
   await withTree((root, _outside, b) => {
     const dir = b.dir;
-    const read = (p: Place) => {
-      const at = b.at(p);
-      if (typeof at === "number") return at;
-      const fd = dir.open(at, libc.O.RDONLY);
-      if (fd < 0) return fd;
-      const buf = new Uint8Array(16);
-      const n = libc.pread(fd, buf, 0);
-      libc.close(fd);
-      return new TextDecoder().decode(buf.subarray(0, n));
-    };
+    const read = (p: Place) => readAt(b, p);
     assertEquals(read(place("home/1/d", "f")), "inside");
     assertEquals(b.cached, 1);
     // behind the mount: d moves away and a new d appears
@@ -113,16 +116,7 @@ Deno.test("Backing: places kept across calls (their memo) follow the cache: a di
   await withTree((root, _outside, b) => {
     const dir = b.dir;
     const f = place("home/1/d", "f"), d = place("home/1", "d"), g = place("home/1/e", "g");
-    const read = (p: Place) => {
-      const at = b.at(p);
-      if (typeof at === "number") return at;
-      const fd = dir.open(at, libc.O.RDONLY);
-      if (fd < 0) return fd;
-      const buf = new Uint8Array(16);
-      const n = libc.pread(fd, buf, 0);
-      libc.close(fd);
-      return new TextDecoder().decode(buf.subarray(0, n));
-    };
+    const read = (p: Place) => readAt(b, p);
     const stat = (p: Place) => {
       const fd = b.parentFd(p);
       assert(fd >= 0, `parent of ${p.parent}: ${fd}`);
