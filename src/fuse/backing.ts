@@ -112,19 +112,25 @@ export class Backing {
    * directory there is dropped, with those below it.
    */
   seen(path: string, st: Pick<Stat, "ino" | "dev"> | number, place?: Place): void {
-    if (this.#dirs.size === 0) return;
-    let d: Open | null;
-    const m = place?.memo;
-    if (m !== undefined && m.ownVersion === this.#version) d = m.own;
-    else {
-      d = this.#dirs.get(path) ?? null;
-      if (m !== undefined) {
-        m.own = d;
-        m.ownVersion = this.#version;
-      }
-    }
+    const d = this.cachedAt(path, place);
     if (d === null) return;
     if (typeof st === "number" || st.ino !== d.ino || st.dev !== d.dev) this.forget(path);
+  }
+
+  /**
+   * The cached directory fd of `path` itself (memoized on `place`), or null: what {@link seen}
+   * checks a stat against. A caller that has not decoded its stat asks this first.
+   */
+  cachedAt(path: string, place?: Place): Open | null {
+    if (this.#dirs.size === 0) return null;
+    const m = place?.memo;
+    if (m !== undefined && m.ownVersion === this.#version) return m.own;
+    const d = this.#dirs.get(path) ?? null;
+    if (m !== undefined) {
+      m.own = d;
+      m.ownVersion = this.#version;
+    }
+    return d;
   }
 
   /** Drops the cached fds of `path` and everything below it (renamed or removed). */

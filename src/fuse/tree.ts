@@ -77,8 +77,6 @@ export interface PathInfo extends Place {
 
 const E = ERRNO;
 const enc = new TextEncoder();
-/** What {@link Tree.lstatRaw} hands the backing cache's check (one object, no allocation). */
-const seenId = { ino: 0, dev: 0 };
 /**
  * `agent/` and `home/` are shown sticky and world-writable, so that under default_permissions
  * the kernel lets an unprivileged user ask for a creation there at all; the rules in agents.ts
@@ -188,11 +186,10 @@ export class Tree {
     const fd = this.back.parentFd(info);
     if (fd < 0) return fd;
     const r = this.dir.lstatRawIn(fd, info.name);
-    if (r < 0) this.back.seen(path, r, info);
-    else {
-      seenId.ino = rawStat.ino();
-      seenId.dev = rawStat.dev();
-      this.back.seen(path, seenId, info);
+    // Only a path that is a cached directory has its inode checked (see Backing.seen).
+    const d = this.back.cachedAt(path, info);
+    if (d !== null && (r < 0 || rawStat.ino() !== d.ino || rawStat.dev() !== d.dev)) {
+      this.back.forget(path);
     }
     return r;
   }
