@@ -1,7 +1,7 @@
 /** Messages with fds over a SOCK_SEQPACKET socketpair (SCM_RIGHTS), and what a received socket fd is: its kind, its local name, the file it is bound to. */
 import { ARCH } from "./arch.ts";
 import { errno, libc } from "./ffi.ts";
-import { fstat } from "./libc.ts";
+import { fstat, socketpair } from "./libc.ts";
 
 const AF_UNIX = 1;
 const AF_NETLINK = 16;
@@ -34,9 +34,7 @@ const addr = (b: Uint8Array) => BigInt(Deno.UnsafePointer.value(Deno.UnsafePoint
  * close-on-exec from their first instant (a spawn names the child's end on purpose). -errno.
  */
 export function seqpacketPair(): [number, number] | number {
-  const sv = new Int32Array(2);
-  const r = libc().socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, new Uint8Array(sv.buffer));
-  return r < 0 ? -errno() : [sv[0], sv[1]];
+  return socketpair({ seqpacket: true, cloexec: true });
 }
 
 /** A struct msghdr (56 bytes) over one data buffer and an optional control buffer. */

@@ -346,10 +346,16 @@ export function fcntl(fd: number, cmd: number, arg = 0): number {
   return ret(sym.fcntl(fd, cmd, arg));
 }
 
-/** socketpair(AF_UNIX, SOCK_STREAM or SOCK_SEQPACKET): two fds (neither close-on-exec) or -errno. */
-export function socketpair(options: { seqpacket?: boolean } = {}): [number, number] | number {
+/**
+ * socketpair(AF_UNIX, SOCK_STREAM or SOCK_SEQPACKET): two fds, close-on-exec from their first
+ * instant with `cloexec` (else neither is), or -errno.
+ */
+export function socketpair(
+  options: { seqpacket?: boolean; cloexec?: boolean } = {},
+): [number, number] | number {
   const sv = new Int32Array(2);
-  const r = sym.socketpair(1, options.seqpacket ? 5 : 1, 0, new Uint8Array(sv.buffer));
+  const type = (options.seqpacket ? 5 : 1) | (options.cloexec ? O.CLOEXEC : 0);
+  const r = sym.socketpair(1, type, 0, new Uint8Array(sv.buffer));
   return r < 0 ? -errno() : [sv[0], sv[1]];
 }
 
