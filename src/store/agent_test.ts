@@ -70,6 +70,16 @@ function makeTree(root: string): void {
   Deno.symlinkSync("mini", `${root}/agent/main`);
 }
 
+/** Directories 0755 and files 0644 below root, symlinks untouched. */
+function chmodTree(dir: string): void {
+  Deno.chmodSync(dir, 0o755);
+  for (const e of Deno.readDirSync(dir)) {
+    const path = `${dir}/${e.name}`;
+    if (e.isDirectory) chmodTree(path);
+    else if (e.isFile) Deno.chmodSync(path, 0o644);
+  }
+}
+
 async function withTree(fn: (root: string) => void): Promise<void> {
   const root = await Deno.makeTempDir({ prefix: "ctx-agent-" });
   try {
@@ -160,8 +170,10 @@ Deno.test({
   ignore: Deno.uid() !== 0, // borrowing another uid needs root
   fn: () =>
     withTree((root) => {
-      Deno.chmodSync(root, 0o755);
-      Deno.chmodSync(`${root}/agent/full.d/env`, 0o600); // root's, as in a real tree
+      // Modes as in a real tree, whatever the umask (CI's may be 077): everything
+      // world-readable except env.
+      chmodTree(root);
+      Deno.chmodSync(`${root}/agent/full.d/env`, 0o600);
       const other = { uid: 1000, gid: 1000 };
       const e = assertThrows(() => asUser(other, () => loadAgent(root, "full")), CtxError);
       assertEquals([e.errno, e.path], ["EACCES", `${root}/agent/full.d/env`]);

@@ -3,6 +3,7 @@ import { assert, assertEquals, assertRejects } from "../../tests/assert.ts";
 import { CtxError } from "../abi/errno.ts";
 import { asUser } from "../sys/fsid.ts";
 import { replaceFilesSoon } from "./atomic.ts";
+import { DENO } from "../../tests/fixture/paths.ts";
 
 const names = (dir: string) => [...Deno.readDirSync(dir)].map((e) => e.name).sort();
 
@@ -11,12 +12,15 @@ Deno.test("replaceFilesSoon() replaces every file whole with the exact mode and 
   try {
     Deno.writeTextFileSync(`${dir}/state`, "idle\n");
     const old = Deno.statSync(`${dir}/state`).ino;
-    const umask = Deno.umask(0o077); // the mode asked for wins over the process umask
-    try {
-      await replaceFilesSoon(dir, { state: "done\n", "latest.md": "hi" }, { mode: 0o640 });
-    } finally {
-      Deno.umask(umask);
-    }
+    // The mode asked for wins over the process umask. The umask is the whole process's and the
+    // test modules of a --parallel run share one process, so the 077 is set in a child of its own.
+    const [mod, at] = [import.meta.resolve("./atomic.ts"), JSON.stringify(dir)];
+    const files = JSON.stringify({ state: "done\n", "latest.md": "hi" });
+    const code = `Deno.umask(0o077);
+      const { replaceFilesSoon } = await import("${mod}");
+      await replaceFilesSoon(${at}, ${files}, { mode: 0o640 });`;
+    const out = await new Deno.Command(DENO, { args: ["eval", "--quiet", code] }).output();
+    assert(out.success, new TextDecoder().decode(out.stderr));
     assertEquals(names(dir), ["latest.md", "state"]);
     assertEquals(Deno.readTextFileSync(`${dir}/state`), "done\n");
     assertEquals(Deno.readTextFileSync(`${dir}/latest.md`), "hi");

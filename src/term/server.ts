@@ -11,7 +11,6 @@ import {
   parseSize,
   sizePayload,
 } from "../abi/terminal.ts";
-import { umask } from "../sys/libc.ts";
 import { fdOf, peerCred, setCloexec } from "../sys/sock.ts";
 import type { WinSize } from "../sys/pty.ts";
 
@@ -118,7 +117,9 @@ export class TermServer {
   }
 
   /**
-   * Listens on `path` (mode 0600 in a 0700 directory: umask 077 while the socket is made) and
+   * Listens on `path` (mode 0600 in a 0700 directory; the umask is left alone: it is the
+   * process's, and changing it across the listen's await would narrow every file any other code
+   * makes meanwhile, while the directory alone already keeps others from the socket) and
    * serves clients with `hooks`; only `owner` and root are admitted (SO_PEERCRED, at accept).
    * When `owner` is not our uid (a supervised terminal: root's ctxterm, the requester's terminal)
    * the socket is 0666 in a 0711 directory, as the agent sockets are: the kernel lets the owner
@@ -136,18 +137,13 @@ export class TermServer {
       if (ref.self) ref.self.#accept(socket, options.owner, options.hooks);
       else socket.destroy();
     });
-    const old = umask(0o077);
-    try {
-      await new Promise<void>((resolve, reject) => {
-        server.once("error", reject);
-        server.listen(path, () => {
-          server.off("error", reject);
-          resolve();
-        });
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(path, () => {
+        server.off("error", reject);
+        resolve();
       });
-    } finally {
-      umask(old);
-    }
+    });
     setCloexec(fdOf(server)); // never inherited by the program on the PTY
     Deno.chmodSync(path, widen ? 0o666 : 0o600);
     const self = ref.self = new TermServer(path, server);
