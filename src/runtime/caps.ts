@@ -55,10 +55,10 @@ export type CapName = typeof CAP_NAMES[number];
  * these (inheritable and ambient empty). Each is needed by one operation (spec/runtime.md "What
  * still needs root"); every other capability is gone for good from the instance and from
  * everything it starts. A peer's `/proc` reads (sys_ptrace) and giving a uid its directories
- * (chown) are asked of the host instead (src/runtime/broker.ts).
+ * (chown) are asked of the host instead (src/runtime/broker.ts); a non-root agent's steps are
+ * signalled as their uid (asSender in src/sys/fsid.ts: setuid, not kill).
  */
 export const INSTANCE_CAPS: readonly CapName[] = [
-  "kill", // SIGTERM/SIGKILL of the steps of a non-root agent
   "setgid", // setfsgid/setgroups per session owner; setpriv --regid/--groups for a step
   "setuid", // setfsuid per session owner; setpriv --reuid for a step
   "setfcap", // bwrap mapping uid 0 into its user namespace: a step of an agent whose uid is 0

@@ -23,10 +23,10 @@ Deno.test("capNames() decodes a /proc/<pid>/status mask by bit number", () => {
 });
 
 Deno.test("dropArgv() is setpriv at a fixed path with the kept bounding set for a root host, nothing otherwise", () => {
-  assertEquals(INSTANCE_CAPS, ["kill", "setgid", "setuid", "setfcap"]);
+  assertEquals(INSTANCE_CAPS, ["setgid", "setuid", "setfcap"]);
   assertEquals(dropArgv({ uid: 0 }), [
     setprivPath(),
-    "--bounding-set=-all,+kill,+setgid,+setuid,+setfcap",
+    "--bounding-set=-all,+setgid,+setuid,+setfcap",
     "--inh-caps=-all",
     "--no-new-privs",
     "--",

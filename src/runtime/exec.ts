@@ -15,7 +15,7 @@ import { spawnSandbox } from "../sandbox/launch.ts";
 import { loadAgent } from "../store/agent.ts";
 import { prepareView } from "../tool/view.ts";
 import { dropGroup, recordGroup } from "./groups.ts";
-import { reapGroup, stopGroup } from "./proc.ts";
+import { GRACE_MS, reapGroup, stopGroup } from "./proc.ts";
 
 /** Total stdout one step may print before it is cut off (EMSGSIZE). */
 const MAX_STEP_OUTPUT = 8 * 1024 * 1024;
@@ -134,7 +134,7 @@ async function step(x: ExecRun, n: number, obs: Observation | null): Promise<Ste
   // stderr is drained as it comes (a full pipe would stall the agent) and its tail kept.
   const err = stderrTail(child.stderr);
   let receipt: string | undefined;
-  const onAbort = () => void stopGroup(child);
+  const onAbort = () => void stopGroup(child, GRACE_MS, def.uid);
   run.abort.signal.addEventListener("abort", onAbort);
   try {
     // Recorded before the envelope is written: an agent does nothing before it reads stdin, so
@@ -205,7 +205,7 @@ async function step(x: ExecRun, n: number, obs: Observation | null): Promise<Ste
       }
     }
     if (end || run.finished) {
-      await stopGroup(child);
+      await stopGroup(child, GRACE_MS, def.uid);
       return run.finished ? { kind: "cancelled" } : end!; // end is set when not cancelled
     }
     const status = await child.status;
@@ -220,7 +220,7 @@ async function step(x: ExecRun, n: number, obs: Observation | null): Promise<Ste
     };
   } finally {
     run.abort.signal.removeEventListener("abort", onAbort);
-    reapGroup(child);
+    reapGroup(child, def.uid);
     await child.status;
     if (receipt) dropGroup(receipt);
     view.close();

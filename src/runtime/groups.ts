@@ -1,6 +1,14 @@
 /** Receipts of live agent process groups under the run dir; at start the runtime stops the groups a killed daemon left. */
 import { toCtxError } from "../abi/errno.ts";
-import { bootId, pinProcess, procState, startTime, startTimeAsync } from "../sandbox/receipt.ts";
+import {
+  bootId,
+  pinProcess,
+  procState,
+  procUid,
+  startTime,
+  startTimeAsync,
+} from "../sandbox/receipt.ts";
+import { asSender } from "../sys/fsid.ts";
 import { ensureDir, tempPath } from "../store/atomic.ts";
 import { readRegularText } from "../store/regular.ts";
 import { closeFd } from "../sys/sock.ts";
@@ -119,10 +127,20 @@ function pin(r: GroupReceipt): number | "stale" {
   return pinProcess(r.pid, () => matches(r));
 }
 
-function signalGroup(pgid: number, sig: Deno.Signal): void {
+/** Sent as the leader's uid (asSender): an instance holds no CAP_KILL. */
+function signalGroup(pgid: number, sig: Deno.Signal, uid: number): void {
   try {
-    Deno.kill(-pgid, sig);
+    asSender(uid, () => Deno.kill(-pgid, sig));
   } catch { /* ESRCH: the group is gone */ }
+}
+
+/** The uid of a matched leader; 0 when it is gone meanwhile (a signal then finds no group anyway). */
+function leaderUid(r: GroupReceipt): number {
+  try {
+    return procUid(r.pid);
+  } catch {
+    return 0;
+  }
 }
 
 /** A receipt that matched its leader, and a pidfd pinned on that leader (negative: none to be had). */
@@ -130,6 +148,8 @@ interface Live {
   r: GroupReceipt;
   path: string;
   fd: number;
+  /** The leader's real uid, read while it matched (its group's, after the step's setpriv). */
+  uid: number;
 }
 
 /**
@@ -190,23 +210,23 @@ export async function reapGroups(dir: string, options: ReapOptions = {}): Promis
       // An instance reaps only its own agent's groups; another agent's receipts are not its to judge.
       if (options.agent !== undefined && r?.agent !== options.agent) continue;
       const fd = r ? pin(r) : "stale";
-      if (r && fd !== "stale") live.push({ r, path, fd });
+      if (r && fd !== "stale") live.push({ r, path, fd, uid: leaderUid(r) });
       else {
         out.stale.push(e.name);
         dropGroup(path);
       }
     }
-    for (const { r } of live) signalGroup(r.pgid, "SIGTERM");
+    for (const { r, uid } of live) signalGroup(r.pgid, "SIGTERM", uid);
     const late = await leadersExit(live, options.graceMs ?? GRACE_MS);
     if (live.length > 0) options.onGrace?.(late);
   } finally {
     for (const { fd } of live) if (fd >= 0) closeFd(fd); // no poll on them is left
   }
-  for (const { r, path } of live) {
+  for (const { r, path, uid } of live) {
     // Members that outlived the leader (or ignored SIGTERM) get SIGKILL either way. The leader
     // matched its receipt a grace period ago, and Linux hands out pids cyclically, so the group
     // id cannot name a new group yet (as in stopGroup).
-    signalGroup(r.pgid, "SIGKILL");
+    signalGroup(r.pgid, "SIGKILL", uid);
     out.stopped.push(r.pgid);
     dropGroup(path);
   }

@@ -3,6 +3,7 @@ import { assert, assertEquals } from "../../tests/assert.ts";
 import { type Orphan, orphan, pidfds, polledPids } from "../../tests/fixture/proc.ts";
 import { until } from "../../tests/fixture/wait.ts";
 import { reapGroups, recordGroup } from "./groups.ts";
+import { INSTANCE_CAPS } from "./caps.ts";
 
 /** Records `o` as a step's group in `dir`: its receipt file's name. */
 async function record(dir: string, o: Orphan): Promise<string> {
@@ -81,4 +82,50 @@ Deno.test("reapGroups() drops a receipt its pid no longer matches (a reused pid)
     await a.close();
     Deno.removeSync(dir, { recursive: true });
   }
+});
+
+Deno.test({
+  name:
+    "reapGroups() in a process without CAP_KILL (an instance) stops a uid's leftover group: the signals go as the leader's uid",
+  ignore: Deno.uid() !== 0,
+  async fn() {
+    const dir = Deno.makeTempDirSync();
+    // A step's group after its setpriv: uid 65534, its own group (setsid execs in place), deaf to
+    // SIGTERM, so only the SIGKILL ends it.
+    const leader = new Deno.Command("setpriv", {
+      args: ["--reuid=65534", "--regid=65534", "--clear-groups", "--", "setsid", "/bin/bash", "-c"]
+        .concat(["trap '' TERM; echo up; exec sleep 600"]),
+      stdin: "null",
+      stdout: "piped",
+    }).spawn();
+    try {
+      const reader = leader.stdout.pipeThrough(new TextDecoderStream()).getReader();
+      assertEquals((await reader.read()).value, "up\n");
+      reader.releaseLock();
+      assert(await recordGroup(dir, leader.pid, { run: "ctx-0", agent: "t", step: 0 }));
+      const code = `const { reapGroups } = await import("${import.meta.resolve("./groups.ts")}");
+        console.log(JSON.stringify(await reapGroups(${JSON.stringify(dir)}, { graceMs: 0 })));`;
+      const out = await new Deno.Command("setpriv", {
+        args: [`--bounding-set=-all,${INSTANCE_CAPS.map((c) => `+${c}`).join(",")}`]
+          .concat(["--inh-caps=-all", "--", Deno.execPath(), "eval", "--quiet", code]),
+        stdout: "piped",
+        stderr: "piped",
+      }).output();
+      assert(out.success, new TextDecoder().decode(out.stderr));
+      const r = JSON.parse(new TextDecoder().decode(out.stdout));
+      assertEquals(r, { stopped: [leader.pid], stale: [] });
+      // Bounded: without the signal the leader sleeps its 600 s.
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const hung = new Promise<"hung">((r) => timer = setTimeout(() => r("hung"), 30_000));
+      const end = await Promise.race([leader.status.then((s) => s.signal), hung]);
+      clearTimeout(timer);
+      assertEquals(end, "SIGKILL");
+    } finally {
+      try {
+        leader.kill("SIGKILL");
+      } catch { /* ended */ }
+      await leader.stdout.cancel().catch(() => {});
+      Deno.removeSync(dir, { recursive: true });
+    }
+  },
 });

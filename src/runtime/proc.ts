@@ -1,13 +1,17 @@
 /** Stopping an agent step's process group (its bwrap, started by src/sandbox/launch.ts spawnSandbox). */
+import { asSender } from "../sys/fsid.ts";
 import { closeFd, pidfdAlive } from "../sys/sock.ts";
 import { pidfdOpen, W, waitChild } from "../sys/wait.ts";
 
 /** Grace between SIGTERM and SIGKILL when stopping a group. */
 export const GRACE_MS = 250;
 
-function signalGroup(pgid: number, sig: Deno.Signal): boolean {
+// Every signal below is sent as the uid the step runs as (`uid`, asSender): the instance holds no
+// CAP_KILL.
+
+function signalGroup(pgid: number, sig: Deno.Signal, uid: number): boolean {
   try {
-    Deno.kill(-pgid, sig);
+    asSender(uid, () => Deno.kill(-pgid, sig));
     return true;
   } catch {
     return false; // ESRCH: the whole group is gone
@@ -20,10 +24,10 @@ function signalGroup(pgid: number, sig: Deno.Signal): boolean {
  * the group alone reached nothing, leaving a step that a cancelled run still waited on. The
  * child's own signal goes through its handle, which refuses once it has been reaped (no pid reuse).
  */
-function signalStep(child: Deno.ChildProcess, sig: Deno.Signal): void {
-  signalGroup(child.pid, sig);
+function signalStep(child: Deno.ChildProcess, sig: Deno.Signal, uid: number): void {
+  signalGroup(child.pid, sig, uid);
   try {
-    child.kill(sig);
+    asSender(uid, () => child.kill(sig));
   } catch { /* reaped already */ }
 }
 
@@ -37,12 +41,15 @@ export const STOP_BOUND_MS = 1000;
  * the pidfd tells which. One that keeps failing while the child lives is "unknown", as is a
  * rejected call: the caller goes on as after the bound.
  */
-async function stopOrExit(pidfd: number): Promise<"stopped" | "exited" | "gone" | "unknown"> {
+async function stopOrExit(
+  pidfd: number,
+  uid: number,
+): Promise<"stopped" | "exited" | "gone" | "unknown"> {
   try {
     for (let i = 0; i < 3; i++) {
       const r = await waitChild(pidfd, W.STOPPED | W.EXITED | W.NOWAIT);
       if (typeof r !== "number") return r.how === "stopped" ? "stopped" : "exited";
-      if (pidfdAlive(pidfd) !== 0) return "gone";
+      if (alive(pidfd, uid) !== 0) return "gone";
     }
   } catch { /* no wait to be had */ }
   return "unknown";
@@ -86,10 +93,11 @@ export type StopWait = "stopped" | "exited" | "gone" | "unknown" | "late";
 
 async function killChildren(
   child: Deno.ChildProcess,
+  uid: number,
 ): Promise<{ how: StopWait; settled: Promise<void> }> {
   const pidfd = pidfdOpen(child.pid);
   try {
-    child.kill("SIGSTOP");
+    asSender(uid, () => child.kill("SIGSTOP"));
   } catch {
     if (pidfd >= 0) closeFd(pidfd);
     return { how: "gone", settled: Promise.resolve() }; // reaped already: nothing of its own is left to find
@@ -97,8 +105,8 @@ async function killChildren(
   if (pidfd < 0) {
     // No fd to wait on (EMFILE): kill what is there now, in this turn (Deno reaps only from this
     // thread's event loop, so the pid is still our child's), without waiting for the stop.
-    for (const k of childrenOf(child.pid)) kill(k);
-    cont(child);
+    for (const k of childrenOf(child.pid)) kill(k, uid);
+    cont(child, uid);
     return { how: "unknown", settled: Promise.resolve() };
   }
   // The waitid runs on a thread of Deno's blocking pool and returns at the stop, or at the exit,
@@ -108,7 +116,7 @@ async function killChildren(
   // or ECHILD once reaped), so the thread is held no longer than the child lives, and stopGroup
   // awaits `settled` too. The pidfd stays open until the waitid has returned: a closed fd number
   // can be reused by any open, and a waitid still queued would wait on that.
-  const stop = stopOrExit(pidfd);
+  const stop = stopOrExit(pidfd, uid);
   let timer: ReturnType<typeof setTimeout> | undefined;
   const late = new Promise<"late">((r) => timer = setTimeout(() => r("late"), STOP_BOUND_MS));
   let how: StopWait = "late";
@@ -118,48 +126,55 @@ async function killChildren(
     // Exited (or reaped): its children went to a reaper of their own, out of reach by this path.
     if (how !== "exited" && how !== "gone") {
       const kids = childrenOf(child.pid);
-      if (pidfdAlive(pidfd) === 0) { for (const k of kids) kill(k); }
+      if (alive(pidfd, uid) === 0) { for (const k of kids) kill(k, uid); }
     }
   } finally {
-    cont(child);
+    cont(child, uid);
   }
   return { how, settled: stop.then(() => void closeFd(pidfd)) };
 }
 
-function kill(pid: number): void {
+/** pidfdAlive as `uid`: a signal 0 is checked like any other (EPERM without the right to send). */
+function alive(pidfd: number, uid: number): number {
+  return asSender(uid, () => pidfdAlive(pidfd));
+}
+
+function kill(pid: number, uid: number): void {
   try {
-    Deno.kill(pid, "SIGKILL");
+    asSender(uid, () => Deno.kill(pid, "SIGKILL"));
   } catch { /* gone */ }
 }
 
-function cont(child: Deno.ChildProcess): void {
+function cont(child: Deno.ChildProcess, uid: number): void {
   try {
-    child.kill("SIGCONT");
+    asSender(uid, () => child.kill("SIGCONT"));
   } catch { /* reaped */ }
 }
 
 /**
  * Ends a step: its own children first (see killChildren), then SIGTERM to the group, SIGKILL after
- * the grace period; resolves once the leader is reaped, to how the wait for its stop ended.
+ * the grace period; resolves once the leader is reaped, to how the wait for its stop ended. `uid`:
+ * the uid the step runs as (after its setpriv), the signals' sender.
  */
 export async function stopGroup(
   child: Deno.ChildProcess,
   graceMs = GRACE_MS,
+  uid = 0,
 ): Promise<StopWait> {
-  const { how, settled } = await killChildren(child);
-  signalStep(child, "SIGTERM");
+  const { how, settled } = await killChildren(child, uid);
+  signalStep(child, "SIGTERM", uid);
   let timer: ReturnType<typeof setTimeout> | undefined;
   const grace = new Promise<"late">((r) => timer = setTimeout(() => r("late"), graceMs));
   const first = await Promise.race([child.status.then(() => "exited" as const), grace]);
   clearTimeout(timer);
   // Members that outlived the leader (or ignored SIGTERM) get SIGKILL either way.
-  signalStep(child, "SIGKILL");
+  signalStep(child, "SIGKILL", uid);
   if (first === "late") await child.status;
   await settled; // the exit ended the stop wait, if nothing did before
   return how;
 }
 
 /** SIGKILLs whatever is left in a finished step's group (background children of the agent). */
-export function reapGroup(child: Deno.ChildProcess): void {
-  signalGroup(child.pid, "SIGKILL");
+export function reapGroup(child: Deno.ChildProcess, uid = 0): void {
+  signalGroup(child.pid, "SIGKILL", uid);
 }

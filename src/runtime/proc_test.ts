@@ -4,6 +4,7 @@ import { gone, until } from "../../tests/fixture/mod.ts";
 import { closeFd } from "../sys/sock.ts";
 import { pidfdOpen, W, waitChildSync } from "../sys/wait.ts";
 import { stopGroup } from "./proc.ts";
+import { INSTANCE_CAPS } from "./caps.ts";
 
 /** A step running `script` under bash that prints one line (a pid) first; that pid. */
 async function stepWithPid(script: string): Promise<{ child: Deno.ChildProcess; pid: number }> {
@@ -92,4 +93,61 @@ Deno.test("stopGroup() of a leader that already exited (a zombie not yet reaped)
   } finally {
     closeFd(pidfd);
   }
+});
+
+Deno.test({
+  name:
+    "stopGroup() as a uid's sender, in a process without CAP_KILL (an instance): the uid's leader is stopped and its child in a session of its own killed",
+  ignore: Deno.uid() !== 0,
+  async fn() {
+    // The instance's own capability set (src/runtime/caps.ts), and a step that dropped to uid
+    // 65534 as a sandboxed step does (setpriv), ignoring what it can as in the test above.
+    const step = [
+      "--reuid=65534",
+      "--regid=65534",
+      "--clear-groups",
+      "--",
+      "/bin/bash",
+      "-c",
+      "trap '' HUP INT QUIT TERM TSTP TTIN TTOU USR1 USR2; " +
+      "setsid sleep 600 & echo $!; wait; exec sleep 600",
+    ];
+    const code = `const { stopGroup } = await import("${import.meta.resolve("./proc.ts")}");
+      const child = new Deno.Command("setpriv", { args: ${JSON.stringify(step)},
+        stdin: "null", stdout: "piped", stderr: "null" }).spawn();
+      const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+      let text = "";
+      while (!text.includes("\\n")) text += (await reader.read()).value ?? "";
+      console.log(text.trim());
+      const how = await stopGroup(child, 50, 65534);
+      console.log(JSON.stringify({ how, status: { ...await child.status } }));
+      Deno.exit(0);`;
+    const out = await new Deno.Command("setpriv", {
+      args: [
+        `--bounding-set=-all,${INSTANCE_CAPS.map((c) => `+${c}`).join(",")}`,
+        "--inh-caps=-all",
+        "--",
+        Deno.execPath(),
+        "eval",
+        "--quiet",
+        code,
+      ],
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    const lines = new TextDecoder().decode(out.stdout).trim().split("\n");
+    const orphan = Number(lines[0]);
+    try {
+      assert(out.success && orphan > 0, new TextDecoder().decode(out.stderr) + lines.join("\n"));
+      assertEquals(JSON.parse(lines[1]), {
+        how: "stopped",
+        status: { success: false, code: 137, signal: "SIGKILL" },
+      });
+      await until(() => gone(orphan), `pid ${orphan} to end with the stopped step`, 10_000);
+    } finally {
+      try {
+        if (orphan > 0) Deno.kill(orphan, "SIGKILL");
+      } catch { /* gone */ }
+    }
+  },
 });

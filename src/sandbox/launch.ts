@@ -1,6 +1,7 @@
 /** Runs a profile under bubblewrap: no fd above 2 leaks in, and a --block-fd gate holds the command until the receipt is recorded. */
 import { CtxError, errnoName } from "../abi/errno.ts";
 import { F, fcntl } from "../sys/libc.ts";
+import { asSender } from "../sys/fsid.ts";
 import { closeFd, pidfdSignal } from "../sys/sock.ts";
 import { waitExits } from "../sys/wait.ts";
 import { type HostLayout, hostLayout, profile, type SandboxSpec } from "./profile.ts";
@@ -304,8 +305,11 @@ export async function launch(
     // init for a moment). Before the receipt there is no init yet: kill bwrap itself.
     const onAbort = () => {
       try {
-        if (receipt) Deno.kill(receipt.pid, "SIGKILL");
-        else child.kill("SIGKILL");
+        // As the sandbox's uid (asSender): the instance holds no CAP_KILL.
+        asSender(spec.uid, () => {
+          if (receipt) Deno.kill(receipt.pid, "SIGKILL");
+          else child.kill("SIGKILL");
+        });
       } catch { /* already gone */ }
     };
     options.signal?.addEventListener("abort", onAbort, { once: true });
@@ -342,7 +346,7 @@ export async function launch(
       }
       const out = { bytes: concat(body), truncated: outTruncated };
       const [status, err] = await Promise.all([child.status, errP]);
-      if (receipt) await reapInit(receipt);
+      if (receipt) await reapInit(receipt, { uid: spec.uid });
       if (!receipt) {
         const msg = new TextDecoder().decode(err.bytes).trim();
         throw new CtxError(
@@ -392,26 +396,27 @@ export type InitEnd = "gone" | "exited" | "killed" | "late";
  * pidfd is opened before the receipt is checked ({@link pinProcess}), so it provably names the
  * recorded init, and the SIGKILL goes through it: never to a process that reused the pid. It is
  * closed once no poll on it is left. Without a pidfd (EMFILE) the bound alone is waited, and the
- * SIGKILL goes by pid if the receipt still matches then (as it always did).
+ * SIGKILL goes by pid if the receipt still matches then (as it always did). The SIGKILL is sent as
+ * `uid` (the sandbox's: asSender).
  */
 export async function reapInit(
   r: Receipt,
-  options: { exitMs?: number; killMs?: number } = {},
+  options: { exitMs?: number; killMs?: number; uid?: number } = {},
 ): Promise<InitEnd> {
-  const { exitMs = REAP_BOUND_MS, killMs = REAP_BOUND_MS } = options;
+  const { exitMs = REAP_BOUND_MS, killMs = REAP_BOUND_MS, uid = 0 } = options;
   const fd = pinProcess(r.pid, () => receiptLive(r));
   if (fd === "stale") return "gone";
   if (fd < 0) {
     await new Promise((ok) => setTimeout(ok, exitMs));
     if (!receiptLive(r)) return "exited";
     try {
-      Deno.kill(r.pid, "SIGKILL");
+      asSender(uid, () => Deno.kill(r.pid, "SIGKILL"));
     } catch { /* gone meanwhile */ }
     return "late";
   }
   try {
     if ((await waitExits([fd], exitMs)).length === 0) return "exited";
-    pidfdSignal(fd, SIGKILL); // ESRCH: it exited meanwhile, and the wait below sees that
+    asSender(uid, () => pidfdSignal(fd, SIGKILL)); // ESRCH: it exited meanwhile, and the wait below sees that
     return (await waitExits([fd], killMs)).length === 0 ? "killed" : "late";
   } finally {
     closeFd(fd); // both polls have returned

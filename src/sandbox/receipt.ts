@@ -59,6 +59,13 @@ export function procState(pid: number): string {
   return text.slice(text.lastIndexOf(")") + 2).split(" ")[0];
 }
 
+/** The real uid of a process (`Uid:` of `/proc/<pid>/status`, its first field). */
+export function procUid(pid: number): number {
+  const m = Deno.readTextFileSync(`/proc/${pid}/status`).match(/^Uid:\s+(\d+)/m);
+  if (!m) throw new Error(`/proc/${pid}/status has no Uid line`);
+  return Number(m[1]);
+}
+
 /** True when the receipt's process still runs (not a zombie) with the same start time on this boot. */
 export function receiptLive(r: Receipt): boolean {
   try {

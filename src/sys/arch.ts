@@ -31,6 +31,7 @@ export interface ArchFacts {
   /** System calls called through syscall(2) (glibc 2.36 has no wrapper, or one that does more). */
   SYS: {
     setgroups: bigint;
+    setresuid: bigint;
     pidfd_open: bigint;
     pidfd_send_signal: bigint;
     openat2: bigint;
@@ -108,7 +109,7 @@ const TIMES = { atime: 72, mtime: 88, ctime: 104 } as const; // each tv_sec, tv_
 const KNOWN: Record<string, ArchFacts> = {
   x86_64: {
     O: { ...COMMON, DIRECTORY: 0o200000, NOFOLLOW: 0o400000, TMPFILE: 0o20200000 },
-    SYS: { ...UNIFIED, setgroups: 116n },
+    SYS: { ...UNIFIED, setgroups: 116n, setresuid: 117n },
     IOC: GENERIC_IOC,
     STAT: {
       size: 144,
@@ -128,7 +129,7 @@ const KNOWN: Record<string, ArchFacts> = {
   },
   aarch64: {
     O: { ...COMMON, DIRECTORY: 0o40000, NOFOLLOW: 0o100000, TMPFILE: 0o20040000 },
-    SYS: { ...UNIFIED, setgroups: 159n },
+    SYS: { ...UNIFIED, setgroups: 159n, setresuid: 147n },
     IOC: GENERIC_IOC,
     STAT: {
       size: 128,

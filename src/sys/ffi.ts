@@ -117,6 +117,7 @@ const SYMBOLS = {
   getgroups: { parameters: ["i32", "buffer"], result: "i32" },
   // raw system calls (numbers per architecture in arch.ts); results are 0/fd or -1
   sys_setgroups: { name: "syscall", parameters: ["i64", "i64", "buffer"], result: "i64" },
+  sys_setresuid: { name: "syscall", parameters: ["i64", "i64", "i64", "i64"], result: "i64" },
   sys_pidfd_open: { name: "syscall", parameters: ["i64", "i64", "i64"], result: "i32" },
   sys_pidfd_send_signal: {
     name: "syscall",

@@ -1,4 +1,4 @@
-/** Acting as a user on the filesystem: per-thread fsuid/fsgid/groups around a synchronous block. */
+/** Acting as a user on this thread around a synchronous block: on the filesystem (fsuid/fsgid/groups), or as a signal's sender (euid). */
 import { CtxError } from "../abi/errno.ts";
 import { ARCH } from "./arch.ts";
 import { libc } from "./ffi.ts";
@@ -109,4 +109,35 @@ function check<T>(v: T): T {
     throw new CtxError("EINVAL", "asUser() needs a synchronous function (it returned a Promise)");
   }
   return v;
+}
+
+const KEEP = -1n; // setresuid(2): leave this id as it is
+
+/**
+ * Runs `fn`, a synchronous signal send (kill(2), pidfd_send_signal(2), a Deno child's kill), with
+ * this thread's effective uid `uid`, then back to 0. Without CAP_KILL, kill(2) lets a sender whose
+ * real or effective uid is the target's real or saved uid: the real uid stays 0, so root's
+ * processes stay reachable (a step before its setpriv has run), and the effective one reaches
+ * `uid`'s (the step after it). So an instance ends a non-root agent's steps with CAP_SETUID, which
+ * it keeps for setfsuid anyway, and no CAP_KILL, which would reach every process. The raw system
+ * call changes only this thread (glibc's setresuid changes all). While the euid is not 0 the
+ * kernel clears the thread's effective capabilities and moves its fsuid along; back at 0 they come
+ * from the permitted set, and the fsuid in force before is put back. For uid 0, or in a process
+ * that is not root, `fn` runs as is.
+ */
+export function asSender<T>(uid: number, fn: () => T): T {
+  if (uid === 0 || Deno.uid() !== 0) return fn();
+  const s = libc();
+  const fsuid = s.setfsuid(QUERY) >>> 0;
+  if (s.sys_setresuid(ARCH.SYS.setresuid, KEEP, BigInt(uid), KEEP) !== 0n) return fn(); // as we are
+  try {
+    return fn();
+  } finally {
+    // Always allowed: the real uid is 0. A thread left as `uid` would act as it for everything.
+    if (s.sys_setresuid(ARCH.SYS.setresuid, KEEP, 0n, KEEP) !== 0n) {
+      console.error(`cortexfs: cannot take back euid 0 after a signal sent as ${uid}`);
+      Deno.exit(70);
+    }
+    s.setfsuid(fsuid);
+  }
 }

@@ -10,9 +10,12 @@ import {
   type Daemon,
   makeTree,
   nobodyDenoDir,
+  Raw,
   receiptAt,
+  runPids,
   startDaemon,
   type Tree,
+  until,
 } from "../fixture/mod.ts";
 import { createAgent } from "../../src/store/agent_new.ts";
 import { replaceFile } from "../../src/store/atomic.ts";
@@ -21,7 +24,7 @@ const root = Deno.uid() === 0;
 const NOBODY = 65534;
 
 /** What an instance keeps (spec/runtime.md "What still needs root"), in capability order. */
-const KEPT = ["kill", "setgid", "setuid", "setfcap"];
+const KEPT = ["setgid", "setuid", "setfcap"];
 const INSTANCE: CapSets = { inh: [], prm: KEPT, eff: KEPT, bnd: KEPT, amb: [], nnp: true };
 
 /** The threads of `pid`, each with its capability sets. */
@@ -45,7 +48,7 @@ function instancePid(tree: Tree, agent: string): number {
 
 Deno.test({
   name:
-    "a root host's instances keep only kill, setgid, setuid and setfcap (no sys_ptrace, no chown: bounding, permitted, effective; every thread; no_new_privs); steps run as the agent identity with none; turns with a tool call work for a root agent and a uid's own, each in its client's cwd; a uid's first session gets its home from the host",
+    "a root host's instances keep only setgid, setuid and setfcap (no kill, no sys_ptrace, no chown: bounding, permitted, effective; every thread; no_new_privs); steps run as the agent identity with none; turns with a tool call work for a root agent and a uid's own, each in its client's cwd; a uid's first session gets its home from the host",
   ignore: !root,
   async fn() {
     const tree = await makeTree();
@@ -67,7 +70,7 @@ Deno.test({
       const t = await asRoot(["agent", "send", "t", "call", "tools"]);
       assertEquals([t.code, t.stdout], [0, "observed ok\n"], t.stderr);
       // Another uid as peer (setfsuid/setfsgid for its session; its /proc read by the host) and
-      // its own agent (setpriv --reuid/--regid, kill to end its steps).
+      // its own agent (setpriv --reuid/--regid).
       const n = await asNobody(["agent", "send", "n", "call", "tools"]);
       assertEquals([n.code, n.stdout], [0, "observed ok\n"], n.stderr);
       // From a directory only that uid may read (a 0700 home, say): the step's gate, uid 0 without
@@ -130,6 +133,49 @@ Deno.test({
     } finally {
       await cleanup(tree, d);
       Deno.removeSync(denoDir, { recursive: true });
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "an instance without cap_kill still ends a non-root agent's step: a cancel of a uid's agent that ignores SIGTERM (with a grandchild in a session of its own) ends the run cancelled and leaves no process of it",
+  ignore: !root,
+  async fn() {
+    const tree = await makeTree();
+    createAgent(tree.root, "n", { uid: NOBODY, gid: NOBODY, exec: AGENT_SH });
+    replaceFile(`${tree.root}/agent/n.d/env`, "LOG_DIR=/tmp\n");
+    let d: Daemon | null = null;
+    try {
+      d = await startDaemon(tree);
+      const sock = `${tree.run}/agent/n.sock`;
+      const c = await Raw.connect(sock);
+      const k = await Raw.connect(sock);
+      try {
+        c.write({ op: "send", id: "stubborn-1", input: "stubborn" });
+        const fs = await c.until((fs) => fs.some((x) => x.type === "delta"), { boundMs: 30_000 });
+        const run = String(fs.find((x) => x.type === "start")!.run);
+        const pids = runPids(run);
+        assert(pids.length >= 2, `pids: ${pids}`); // the agent and its grandchild, both the uid's
+        for (const p of pids) {
+          assertEquals(
+            Deno.readTextFileSync(`/proc/${p}/status`).match(/^Uid:\t(\d+)/m)?.[1],
+            `${NOBODY}`,
+          );
+        }
+        k.write({ op: "cancel", id: run });
+        const acks = await k.until((fs) => fs.some((x) => x.type === "ack"), { boundMs: 30_000 });
+        assertEquals(acks.find((x) => x.type === "ack")?.status, "cancelled");
+        const done = await c.until((fs) => fs.some((x) => x.type === "done"), { boundMs: 30_000 });
+        assertEquals(done.at(-1)?.status, "cancelled");
+        // Without a way to signal the uid's processes the step would hold on for its 300 s.
+        await until(() => runPids(run).length === 0, "the step's processes to end", 60_000);
+      } finally {
+        c.close();
+        k.close();
+      }
+    } finally {
+      await cleanup(tree, d);
     }
   },
 });
