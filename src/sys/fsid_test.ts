@@ -1,7 +1,7 @@
 /** asUser(): path checks as another uid/gid/groups on this thread, root restored afterwards. */
 import { assertEquals, assertThrows } from "../../tests/assert.ts";
 import { CtxError } from "../abi/errno.ts";
-import { asUser, currentFsId } from "./fsid.ts";
+import { asSender, asUser, currentFsId } from "./fsid.ts";
 
 const root = Deno.uid() === 0;
 const U = { uid: 1000, gid: 1000 };
@@ -86,5 +86,40 @@ Deno.test({
     } finally {
       Deno.removeSync(dir, { recursive: true });
     }
+  },
+});
+
+Deno.test({
+  name:
+    "asSender() sends as the uid on this thread only: euid the uid while it runs (real and saved 0), then root again with every effective capability and the fsuid in force before",
+  ignore: !root,
+  fn() {
+    const line = (f: string) => {
+      const m = Deno.readTextFileSync("/proc/thread-self/status").match(
+        new RegExp(`^${f}:\\s+(.*)$`, "m"),
+      );
+      return m?.[1].split(/\s+/).join(" ");
+    };
+    const before = { uid: line("Uid"), eff: line("CapEff") };
+    const during = asUser(U, () =>
+      asSender(65534, () => ({
+        uid: line("Uid"),
+        eff: line("CapEff"),
+        // Every thread of the process whose euid is the uid: this one alone.
+        others: [...Deno.readDirSync("/proc/self/task")].filter((t) =>
+          /^Uid:\s+\d+\s+65534\s/m.test(
+            Deno.readTextFileSync(`/proc/self/task/${t.name}/status`),
+          )
+        ).length,
+      })));
+    assertEquals(during, {
+      uid: "0 65534 0 65534", // real, effective, saved, fs: the fsuid follows the euid
+      eff: "0000000000000000",
+      others: 1,
+    });
+    // The fsuid asUser set is back inside asUser, and all of root afterwards.
+    assertEquals(asUser(U, () => asSender(65534, () => 0) + currentFsId().uid), 1000);
+    assertEquals({ uid: line("Uid"), eff: line("CapEff") }, before);
+    assertEquals(asSender(0, () => line("Uid")), "0 0 0 0");
   },
 });
