@@ -1,4 +1,5 @@
-/** Messages with fds over a SOCK_SEQPACKET socketpair (SCM_RIGHTS), and what a received socket fd is: its kind, its local name, the file it is bound to. */
+/** Messages with fds over a SOCK_SEQPACKET socketpair (SCM_RIGHTS), fusermount3's /dev/fuse fd, and what a received socket fd is: its kind, its local name, the file it is bound to. */
+import { ERRNO } from "../abi/errno.ts";
 import { ARCH } from "./arch.ts";
 import { errno, libc } from "./ffi.ts";
 import { fstat, socketpair } from "./libc.ts";
@@ -85,21 +86,26 @@ export interface Received {
 }
 
 /**
- * recvmsg(2) of one message of at most `max` bytes, never waiting: the message (0 bytes and no
- * fd: the peer closed), or -errno (EAGAIN: none yet). Every fd it carried is installed
- * close-on-exec and returned, also when the message is refused: the caller closes them.
+ * recvmsg(2) of one message of at most `max` bytes, never waiting unless `wait`: the message (0
+ * bytes and no fd: the peer closed), or -errno (EAGAIN: none yet). Every fd it carried is
+ * installed close-on-exec and returned, also when the message is refused: the caller closes them.
  */
-export function recvMsg(sock: number, max: number): Received | number {
+export function recvMsg(
+  sock: number,
+  max: number,
+  options: { wait?: boolean } = {},
+): Received | number {
   const data = new Uint8Array(max);
   const control = new Uint8Array(CONTROL);
   const { msg, keep } = msghdr(data, control);
+  const flags = (options.wait ? 0 : MSG_DONTWAIT) | MSG_CMSG_CLOEXEC;
   let r: number;
   do {
-    r = libc().recvmsg(sock, new Uint8Array(msg.buffer), MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    r = libc().recvmsg(sock, new Uint8Array(msg.buffer), flags);
   } while (r < 0 && errno() === 4); // EINTR
   void keep;
   if (r < 0) return -errno();
-  const flags = Number(msg[6] & 0xffffffffn);
+  const got = Number(msg[6] & 0xffffffffn);
   const fds: number[] = [];
   const v = new DataView(control.buffer);
   const len = Number(msg[5]);
@@ -115,8 +121,20 @@ export function recvMsg(sock: number, max: number): Received | number {
   return {
     data: data.slice(0, Math.min(r, max)),
     fds,
-    truncated: (flags & (MSG_TRUNC | MSG_CTRUNC)) !== 0,
+    truncated: (got & (MSG_TRUNC | MSG_CTRUNC)) !== 0,
   };
+}
+
+/**
+ * Waits for one message on `sock` (fusermount3's, over _FUSE_COMMFD) and returns the first fd it
+ * passed with SCM_RIGHTS, close-on-exec; or -errno, EIO when the peer closed without passing one.
+ * Only that fd is wanted: any other is closed, and cut data does not matter.
+ */
+export function recvFd(sock: number): number {
+  const m = recvMsg(sock, 8, { wait: true });
+  if (typeof m === "number") return m;
+  for (const fd of m.fds.slice(1)) libc().close(fd);
+  return m.fds.length > 0 ? m.fds[0] : -ERRNO.EIO;
 }
 
 function sockopt(fd: number, name: number): number {

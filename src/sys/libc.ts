@@ -359,33 +359,6 @@ export function socketpair(
   return r < 0 ? -errno() : [sv[0], sv[1]];
 }
 
-/** Receives one message on `sock` and returns the first fd passed with SCM_RIGHTS, or -errno. */
-export function recvFd(sock: number): number {
-  const data = new Uint8Array(8);
-  const iov = new BigUint64Array(2);
-  iov[0] = BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(data)));
-  iov[1] = BigInt(data.length);
-  const control = new Uint8Array(64);
-  // struct msghdr (56 bytes): name, namelen, iov, iovlen, control, controllen, flags
-  const msg = new BigUint64Array(7);
-  msg[2] = BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(iov)));
-  msg[3] = 1n;
-  msg[4] = BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(control)));
-  msg[5] = BigInt(control.length);
-  let r: number;
-  do {
-    r = sym.recvmsg(sock, new Uint8Array(msg.buffer), 0);
-  } while (r < 0 && errno() === 4); // EINTR
-  if (r < 0) return -errno();
-  const cv = new DataView(control.buffer);
-  const controllen = Number(msg[5]);
-  // struct cmsghdr: len u64, level i32, type i32, data (SOL_SOCKET=1, SCM_RIGHTS=1)
-  if (controllen < 20 || cv.getInt32(8, true) !== 1 || cv.getInt32(12, true) !== 1) {
-    return -5; // EIO: the peer closed without passing an fd
-  }
-  return cv.getInt32(16, true);
-}
-
 const backingMap = new Uint8Array(16);
 const backingView = new DataView(backingMap.buffer);
 const backingId = new Uint8Array(4);
