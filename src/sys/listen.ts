@@ -3,6 +3,7 @@ import { ERRNO } from "../abi/errno.ts";
 import { ARCH } from "./arch.ts";
 import { errno, libc } from "./ffi.ts";
 import { fstat } from "./libc.ts";
+import { POLL, PollFds } from "./poll.ts";
 
 const AF_UNIX = 1;
 const SOCK_STREAM = 1;
@@ -11,7 +12,6 @@ const SOCK_NONBLOCK = ARCH.O.NONBLOCK;
 const SOCK_CLOEXEC = ARCH.O.CLOEXEC;
 const EFD_NONBLOCK = ARCH.O.NONBLOCK;
 const EFD_CLOEXEC = ARCH.O.CLOEXEC;
-const POLLIN = 1;
 const F_GETFL = 3;
 const F_SETFL = 4;
 /** `sizeof(struct sockaddr_un)`; `sun_path` holds 107 bytes and a NUL. */
@@ -131,19 +131,9 @@ export class Wake {
  * The caller must not close any of these fds until it resolves.
  */
 export async function pollReadable(fds: readonly number[], wake: Wake): Promise<number[]> {
-  const all = [wake.fd, ...fds];
-  const buf = new Uint8Array(8 * all.length);
-  const v = new DataView(buf.buffer);
-  all.forEach((fd, i) => {
-    v.setInt32(8 * i, fd, true);
-    v.setInt16(8 * i + 4, POLLIN, true);
-  });
-  const r = await libc().poll(buf, BigInt(all.length), -1);
+  const p = PollFds.of([wake.fd, ...fds], POLL.IN);
+  const r = await libc().poll(p.buf, p.count, -1);
   wake.drain();
   if (r <= 0) return []; // EINTR: the caller polls again
-  const out: number[] = [];
-  for (let i = 1; i < all.length; i++) {
-    if (v.getInt16(8 * i + 6, true) !== 0) out.push(all[i]);
-  }
-  return out;
+  return fds.filter((_, i) => p.revents(i + 1) !== 0);
 }
