@@ -1,5 +1,5 @@
 /** libc calls on fds and absolute paths as small wrappers: a value or -errno (the symbols: ffi.ts). */
-import { ARCH } from "./arch.ts";
+import { AF, ARCH } from "./arch.ts";
 import { errno, libc, ret } from "./ffi.ts";
 import { POLL, PollFds } from "./poll.ts";
 
@@ -36,6 +36,8 @@ export function cstr(s: string): Uint8Array {
 
 /** Flags of open(2) on this architecture (src/sys/arch.ts). */
 export const O = ARCH.O;
+
+const { SOCK } = ARCH;
 
 /** `AT_FDCWD`. */
 export const AT_FDCWD = -100;
@@ -346,8 +348,9 @@ export function socketpair(
   options: { seqpacket?: boolean; cloexec?: boolean } = {},
 ): [number, number] | number {
   const sv = new Int32Array(2);
-  const type = (options.seqpacket ? 5 : 1) | (options.cloexec ? O.CLOEXEC : 0);
-  const r = sym.socketpair(1, type, 0, new Uint8Array(sv.buffer));
+  const type = (options.seqpacket ? SOCK.SEQPACKET : SOCK.STREAM) |
+    (options.cloexec ? SOCK.CLOEXEC : 0);
+  const r = sym.socketpair(AF.UNIX, type, 0, new Uint8Array(sv.buffer));
   return r < 0 ? -errno() : [sv[0], sv[1]];
 }
 
