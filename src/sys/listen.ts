@@ -21,10 +21,9 @@ export const BACKLOG = 128;
  */
 export function listenUnix(path: string): number {
   const s = libc();
-  const addr = sockaddr(path);
-  if (!addr) return -ERRNO.ENAMETOOLONG;
-  const fd = s.socket(AF.UNIX, SOCK.STREAM | SOCK.NONBLOCK | SOCK.CLOEXEC, 0);
-  if (fd < 0) return -errno();
+  const u = unixSocket(path);
+  if (typeof u === "number") return u;
+  const { fd, addr } = u;
   if (s.bind(fd, addr, addr.length) !== 0 || s.listen(fd, BACKLOG) !== 0) {
     const n = errno();
     s.close(fd);
@@ -42,13 +41,20 @@ export function listenUnix(path: string): number {
  */
 export function answersUnix(path: string): number {
   const s = libc();
-  const addr = sockaddr(path);
-  if (!addr) return -ERRNO.ENAMETOOLONG;
-  const fd = s.socket(AF.UNIX, SOCK.STREAM | SOCK.NONBLOCK | SOCK.CLOEXEC, 0);
-  if (fd < 0) return -errno();
+  const u = unixSocket(path);
+  if (typeof u === "number") return u;
+  const { fd, addr } = u;
   const r = s.connect(fd, addr, addr.length) === 0 ? 0 : -errno();
   s.close(fd);
   return r === -ERRNO.EAGAIN ? 0 : r;
+}
+
+/** A new AF_UNIX stream socket (nonblocking, close-on-exec) with the address of `path`, or -errno. */
+function unixSocket(path: string): { fd: number; addr: Uint8Array } | number {
+  const addr = sockaddr(path);
+  if (!addr) return -ERRNO.ENAMETOOLONG;
+  const fd = libc().socket(AF.UNIX, SOCK.STREAM | SOCK.NONBLOCK | SOCK.CLOEXEC, 0);
+  return fd < 0 ? -errno() : { fd, addr };
 }
 
 /** `struct sockaddr_un` for `path` with its length (NUL included), or null when it does not fit. */
