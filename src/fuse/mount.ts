@@ -1,5 +1,6 @@
 /** Mounting and unmounting: mount(2) as root, fusermount3 otherwise; dead mounts found and cleared. */
 import { CtxError, ERRNO } from "../abi/errno.ts";
+import { recvFd } from "../sys/fdpass.ts";
 import * as libc from "../sys/libc.ts";
 
 /** A mounted FUSE connection. */
@@ -113,7 +114,7 @@ function viaFusermount(dir: string, fsname: string): Mounted {
   } finally {
     libc.close(theirs); // else recvmsg below would never see fusermount3 give up
   }
-  const fd = libc.recvFd(ours);
+  const fd = recvFd(ours); // close-on-exec from its arrival
   if (fd < 0) {
     libc.close(ours);
     throw new CtxError("EIO", `fusermount3 did not pass a /dev/fuse fd (errno ${-fd})`, {
@@ -122,7 +123,6 @@ function viaFusermount(dir: string, fsname: string): Mounted {
   }
   child.status.then(() => {}); // its auto_unmount helper lives on; do not keep the loop busy
   child.unref();
-  libc.fcntl(fd, libc.F.SETFD, libc.F.FD_CLOEXEC);
   return { fd, via: "fusermount", mountpoint: dir };
 }
 

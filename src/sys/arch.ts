@@ -1,6 +1,6 @@
 /**
- * The per-architecture facts of the system layer: open(2) flags, system call numbers without a
- * glibc wrapper, and the `struct stat` layout. Linux x86_64 and aarch64 (the architectures Deno
+ * The per-architecture facts of the system layer: open(2) flags, socket numbers, system call
+ * numbers without a glibc wrapper, and the `struct stat` layout. Linux x86_64 and aarch64 (the architectures Deno
  * ships) are known; on any other the system layer refuses to load, rather than pass one
  * architecture's bits to another's kernel (on arm64 the bit x86_64 uses for O_NOFOLLOW is
  * O_LARGEFILE).
@@ -27,6 +27,17 @@ export interface ArchFacts {
     PATH: number;
     /** O_TMPFILE (includes O_DIRECTORY). */
     TMPFILE: number;
+  };
+  /** socket(2) types and flags (`SOCK_*`; NONBLOCK and CLOEXEC are the O_ bits). */
+  SOCK: { STREAM: number; DGRAM: number; SEQPACKET: number; NONBLOCK: number; CLOEXEC: number };
+  /** The SOL_SOCKET level and its options (`SO_*`) for getsockopt(2). */
+  SO: {
+    SOL_SOCKET: number;
+    TYPE: number;
+    PEERCRED: number;
+    ACCEPTCONN: number;
+    DOMAIN: number;
+    PEERPIDFD: number;
   };
   /** System calls called through syscall(2) (glibc 2.36 has no wrapper, or one that does more). */
   SYS: {
@@ -84,6 +95,28 @@ const COMMON = {
   PATH: 0o10000000,
 } as const;
 
+// asm-generic socket numbers: x86_64 and aarch64 both use them (MIPS, SPARC, PowerPC differ).
+const GENERIC_SOCK = {
+  STREAM: 1,
+  DGRAM: 2,
+  SEQPACKET: 5,
+  NONBLOCK: COMMON.NONBLOCK,
+  CLOEXEC: COMMON.CLOEXEC,
+} as const;
+const GENERIC_SO = {
+  SOL_SOCKET: 1,
+  TYPE: 3,
+  PEERCRED: 17,
+  ACCEPTCONN: 30,
+  DOMAIN: 39,
+  PEERPIDFD: 77,
+} as const;
+
+/** Address families (`AF_*`): the same on every architecture. */
+export const AF = { UNIX: 1, NETLINK: 16 } as const;
+/** The control message that passes fds: the same on every architecture. */
+export const SCM_RIGHTS = 1;
+
 // The unified system call table (Linux 5.1+ numbers every new call the same everywhere).
 const UNIFIED = {
   pidfd_send_signal: 424n,
@@ -109,6 +142,8 @@ const TIMES = { atime: 72, mtime: 88, ctime: 104 } as const; // each tv_sec, tv_
 const KNOWN: Record<string, ArchFacts> = {
   x86_64: {
     O: { ...COMMON, DIRECTORY: 0o200000, NOFOLLOW: 0o400000, TMPFILE: 0o20200000 },
+    SOCK: GENERIC_SOCK,
+    SO: GENERIC_SO,
     SYS: { ...UNIFIED, setgroups: 116n, setresuid: 117n },
     IOC: GENERIC_IOC,
     STAT: {
@@ -129,6 +164,8 @@ const KNOWN: Record<string, ArchFacts> = {
   },
   aarch64: {
     O: { ...COMMON, DIRECTORY: 0o40000, NOFOLLOW: 0o100000, TMPFILE: 0o20040000 },
+    SOCK: GENERIC_SOCK,
+    SO: GENERIC_SO,
     SYS: { ...UNIFIED, setgroups: 159n, setresuid: 147n },
     IOC: GENERIC_IOC,
     STAT: {

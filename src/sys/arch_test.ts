@@ -54,3 +54,13 @@ Deno.test("FUSE backing ioctls are _IOW(229, n, size) in the generic encoding on
     assertEquals([ioc.FUSE_BACKING_OPEN, ioc.FUSE_BACKING_CLOSE], [0x4010e501, 0x4004e502]);
   }
 });
+
+Deno.test("socket numbers are the asm-generic ones on both architectures; SOCK_NONBLOCK and SOCK_CLOEXEC are the O_ bits", () => {
+  for (const a of ["x86_64", "aarch64"]) {
+    const { SOCK, SO, O } = archFacts(a);
+    assertEquals([SOCK, SO], [
+      { STREAM: 1, DGRAM: 2, SEQPACKET: 5, NONBLOCK: O.NONBLOCK, CLOEXEC: O.CLOEXEC },
+      { SOL_SOCKET: 1, TYPE: 3, PEERCRED: 17, ACCEPTCONN: 30, DOMAIN: 39, PEERPIDFD: 77 },
+    ]);
+  }
+});

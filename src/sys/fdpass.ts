@@ -1,20 +1,10 @@
-/** Messages with fds over a SOCK_SEQPACKET socketpair (SCM_RIGHTS), and what a received socket fd is: its kind, its local name, the file it is bound to. */
-import { ARCH } from "./arch.ts";
+/** Messages with fds over a SOCK_SEQPACKET socketpair (SCM_RIGHTS), fusermount3's /dev/fuse fd, and what a received socket fd is: its kind, its local name, the file it is bound to. */
+import { ERRNO } from "../abi/errno.ts";
+import { AF, ARCH, SCM_RIGHTS } from "./arch.ts";
 import { errno, libc } from "./ffi.ts";
 import { fstat, socketpair } from "./libc.ts";
 
-const AF_UNIX = 1;
-const AF_NETLINK = 16;
-const SOCK_STREAM = 1;
-const SOCK_DGRAM = 2;
-const SOCK_SEQPACKET = 5;
-const SOCK_NONBLOCK = ARCH.O.NONBLOCK;
-const SOCK_CLOEXEC = ARCH.O.CLOEXEC;
-const SOL_SOCKET = 1;
-const SO_TYPE = 3;
-const SO_ACCEPTCONN = 30;
-const SO_DOMAIN = 39;
-const SCM_RIGHTS = 1;
+const { SOCK, SO } = ARCH;
 const MSG_TRUNC = 0x20;
 const MSG_CTRUNC = 0x8;
 const MSG_DONTWAIT = 0x40;
@@ -63,7 +53,7 @@ export function sendMsg(sock: number, data: Uint8Array, fd?: number): number {
     control = new Uint8Array(24); // CMSG_SPACE(4)
     const v = new DataView(control.buffer);
     v.setBigUint64(0, 20n, true); // CMSG_LEN(4)
-    v.setInt32(8, SOL_SOCKET, true);
+    v.setInt32(8, SO.SOL_SOCKET, true);
     v.setInt32(12, SCM_RIGHTS, true);
     v.setInt32(16, fd, true);
   }
@@ -85,21 +75,26 @@ export interface Received {
 }
 
 /**
- * recvmsg(2) of one message of at most `max` bytes, never waiting: the message (0 bytes and no
- * fd: the peer closed), or -errno (EAGAIN: none yet). Every fd it carried is installed
- * close-on-exec and returned, also when the message is refused: the caller closes them.
+ * recvmsg(2) of one message of at most `max` bytes, never waiting unless `wait`: the message (0
+ * bytes and no fd: the peer closed), or -errno (EAGAIN: none yet). Every fd it carried is
+ * installed close-on-exec and returned, also when the message is refused: the caller closes them.
  */
-export function recvMsg(sock: number, max: number): Received | number {
+export function recvMsg(
+  sock: number,
+  max: number,
+  options: { wait?: boolean } = {},
+): Received | number {
   const data = new Uint8Array(max);
   const control = new Uint8Array(CONTROL);
   const { msg, keep } = msghdr(data, control);
+  const flags = (options.wait ? 0 : MSG_DONTWAIT) | MSG_CMSG_CLOEXEC;
   let r: number;
   do {
-    r = libc().recvmsg(sock, new Uint8Array(msg.buffer), MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    r = libc().recvmsg(sock, new Uint8Array(msg.buffer), flags);
   } while (r < 0 && errno() === 4); // EINTR
   void keep;
   if (r < 0) return -errno();
-  const flags = Number(msg[6] & 0xffffffffn);
+  const got = Number(msg[6] & 0xffffffffn);
   const fds: number[] = [];
   const v = new DataView(control.buffer);
   const len = Number(msg[5]);
@@ -107,7 +102,7 @@ export function recvMsg(sock: number, max: number): Received | number {
   for (let at = 0; at + 16 <= len;) {
     const clen = Number(v.getBigUint64(at, true));
     if (clen < 16 || at + clen > len) break;
-    if (v.getInt32(at + 8, true) === SOL_SOCKET && v.getInt32(at + 12, true) === SCM_RIGHTS) {
+    if (v.getInt32(at + 8, true) === SO.SOL_SOCKET && v.getInt32(at + 12, true) === SCM_RIGHTS) {
       for (let o = at + 16; o + 4 <= at + clen; o += 4) fds.push(v.getInt32(o, true));
     }
     at += (clen + 7) & ~7;
@@ -115,14 +110,26 @@ export function recvMsg(sock: number, max: number): Received | number {
   return {
     data: data.slice(0, Math.min(r, max)),
     fds,
-    truncated: (flags & (MSG_TRUNC | MSG_CTRUNC)) !== 0,
+    truncated: (got & (MSG_TRUNC | MSG_CTRUNC)) !== 0,
   };
+}
+
+/**
+ * Waits for one message on `sock` (fusermount3's, over _FUSE_COMMFD) and returns the first fd it
+ * passed with SCM_RIGHTS, close-on-exec; or -errno, EIO when the peer closed without passing one.
+ * Only that fd is wanted: any other is closed, and cut data does not matter.
+ */
+export function recvFd(sock: number): number {
+  const m = recvMsg(sock, 8, { wait: true });
+  if (typeof m === "number") return m;
+  for (const fd of m.fds.slice(1)) libc().close(fd);
+  return m.fds.length > 0 ? m.fds[0] : -ERRNO.EIO;
 }
 
 function sockopt(fd: number, name: number): number {
   const buf = new Uint8Array(4);
   const len = new Uint8Array(new Uint32Array([4]).buffer);
-  if (libc().getsockopt(fd, SOL_SOCKET, name, buf, len) !== 0) return -errno();
+  if (libc().getsockopt(fd, SO.SOL_SOCKET, name, buf, len) !== 0) return -errno();
   return new DataView(buf.buffer).getInt32(0, true);
 }
 
@@ -134,18 +141,18 @@ export function notUnixStream(fd: number): string | undefined {
   const st = fstat(fd);
   if (typeof st === "number") return `fstat failed (errno ${-st})`;
   if ((st.mode & S_IFMT) !== S_IFSOCK) return "not a socket";
-  const domain = sockopt(fd, SO_DOMAIN);
-  if (domain !== AF_UNIX) return `not an AF_UNIX socket (domain ${domain})`;
-  const type = sockopt(fd, SO_TYPE);
-  if (type !== SOCK_STREAM) return `not a stream socket (type ${type})`;
-  const listening = sockopt(fd, SO_ACCEPTCONN);
+  const domain = sockopt(fd, SO.DOMAIN);
+  if (domain !== AF.UNIX) return `not an AF_UNIX socket (domain ${domain})`;
+  const type = sockopt(fd, SO.TYPE);
+  if (type !== SOCK.STREAM) return `not a stream socket (type ${type})`;
+  const listening = sockopt(fd, SO.ACCEPTCONN);
   if (listening !== 0) return "a listening socket, not a connection";
   return undefined;
 }
 
 /** True when `fd` is an AF_UNIX SOCK_SEQPACKET socket (an instance's end of its host's socketpair). */
 export function isSeqpacket(fd: number): boolean {
-  return sockopt(fd, SO_DOMAIN) === AF_UNIX && sockopt(fd, SO_TYPE) === SOCK_SEQPACKET;
+  return sockopt(fd, SO.DOMAIN) === AF.UNIX && sockopt(fd, SO.TYPE) === SOCK.SEQPACKET;
 }
 
 /**
@@ -176,7 +183,7 @@ const ENOENT = 2;
 
 /** A NETLINK_SOCK_DIAG socket in this thread's network namespace, or -errno. */
 function diagSocket(): number {
-  const nl = libc().socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 4);
+  const nl = libc().socket(AF.NETLINK, SOCK.DGRAM | SOCK.CLOEXEC | SOCK.NONBLOCK, 4);
   return nl < 0 ? -errno() : nl;
 }
 
@@ -190,7 +197,7 @@ function diagSocketIn(fd: number): number {
   const s = libc();
   const ns = s.ioctl_ptr(fd, SIOCGSKNS, new Uint8Array(8));
   if (ns < 0) return -errno();
-  const self = s.open(cstrOf("/proc/thread-self/ns/net"), ARCH.O.RDONLY | SOCK_CLOEXEC, 0);
+  const self = s.open(cstrOf("/proc/thread-self/ns/net"), ARCH.O.RDONLY | ARCH.O.CLOEXEC, 0);
   if (self < 0) {
     const n = errno();
     s.close(ns);
@@ -227,7 +234,7 @@ function askVfs(nl: number, ino: number): BoundFile | null | number {
   q.setUint16(4, 20, true); // SOCK_DIAG_BY_FAMILY
   q.setUint16(6, 1, true); // NLM_F_REQUEST
   q.setUint32(8, 1, true); // seq
-  q.setUint8(16, AF_UNIX);
+  q.setUint8(16, AF.UNIX);
   q.setUint32(20, 0xffffffff, true); // every state
   q.setUint32(24, ino >>> 0, true);
   q.setUint32(28, 0x2, true); // UDIAG_SHOW_VFS

@@ -1,16 +1,17 @@
-/** sendMsg()/recvMsg() pass fds over a seqpacket pair and report cut messages; unixName() and boundFile() tell an accepted connection from sockets made otherwise. */
+/** sendMsg()/recvMsg() pass fds over a seqpacket pair and report cut messages; recvFd() takes fusermount3's one fd; unixName() and boundFile() tell an accepted connection from sockets made otherwise. */
 import net from "node:net";
 import { assert, assertEquals, assertNotEquals } from "../../tests/assert.ts";
 import {
   boundFile,
   isSeqpacket,
   notUnixStream,
+  recvFd,
   recvMsg,
   sendMsg,
   seqpacketPair,
   unixName,
 } from "./fdpass.ts";
-import { fstat } from "./libc.ts";
+import { fstat, socketpair } from "./libc.ts";
 import { closeFd, listenUnix } from "./listen.ts";
 import { fdOf, isCloexec } from "./sock.ts";
 
@@ -40,6 +41,39 @@ Deno.test("sendMsg()/recvMsg(): one message with one fd arrives whole (the fd cl
   } finally {
     closeFd(a);
     closeFd(b);
+  }
+});
+
+Deno.test("recvFd() waits for a message on a stream socket and returns its first fd (close-on-exec), closing the others; a peer gone without an fd is EIO", async () => {
+  const p = socketpair(); // not close-on-exec: the sender inherits its end, as fusermount3 does
+  assert(typeof p !== "number");
+  const [a, b] = p;
+  try {
+    // Sends only after a while: recvFd must wait (never waiting, it would answer EAGAIN).
+    const code = `import socket, time\ns = socket.socket(fileno=${b})\ntime.sleep(0.3)\n` +
+      `socket.send_fds(s, [b"\\0"], [0, 1, 2])`;
+    const child = new Deno.Command("python3", {
+      args: ["-c", code],
+      stdin: "null",
+      stdout: "null",
+      stderr: "inherit",
+    }).spawn();
+    const open = () => [...Deno.readDirSync("/proc/self/fd")].length;
+    const before = open();
+    const fd = recvFd(a);
+    const after = open();
+    assert(fd >= 0, `errno ${-fd}`);
+    assertEquals([Deno.readLinkSync(`/proc/self/fd/${fd}`), isCloexec(fd), after], [
+      "/dev/null",
+      true,
+      before + 1,
+    ]);
+    closeFd(fd);
+    assertEquals((await child.status).code, 0);
+    closeFd(b);
+    assertEquals(recvFd(a), -5); // EIO: the peer closed, no fd came
+  } finally {
+    closeFd(a);
   }
 });
 

@@ -1,6 +1,7 @@
 /** libc calls on fds and absolute paths as small wrappers: a value or -errno (the symbols: ffi.ts). */
-import { ARCH } from "./arch.ts";
+import { AF, ARCH } from "./arch.ts";
 import { errno, libc, ret } from "./ffi.ts";
+import { POLL, PollFds } from "./poll.ts";
 
 export { errno };
 
@@ -21,8 +22,6 @@ const smalls: bigint[] = [];
 function small(n: number): bigint {
   return smalls[n] ??= BigInt(n);
 }
-/** Sizes used on every request, converted once. */
-const ONE = 1n;
 const scratch = new Uint8Array(3 * 4096 + 1);
 /**
  * A NUL-terminated copy of `s` for passing to libc, in a buffer of its own exact size: a view
@@ -37,6 +36,8 @@ export function cstr(s: string): Uint8Array {
 
 /** Flags of open(2) on this architecture (src/sys/arch.ts). */
 export const O = ARCH.O;
+
+const { SOCK } = ARCH;
 
 /** `AT_FDCWD`. */
 export const AT_FDCWD = -100;
@@ -75,29 +76,24 @@ export function pwrite(fd: number, buf: Uint8Array, offset: number): number {
   return ret(sym.pwrite(fd, buf, n64(buf.length), n64(offset)));
 }
 
-const pollBuf = new Uint8Array(8);
-const pollView = new DataView(pollBuf.buffer);
+// One set per kind of wait, refilled per call: the FUSE loop polls on every idle wait.
+const asyncSet = new PollFds(1);
 /** Waits off the JS thread until `fd` is readable (POLLIN) or has hung up; resolves to poll's result. */
 export function pollIn(fd: number, timeoutMs = -1): Promise<number> {
-  pollView.setInt32(0, fd, true);
-  pollView.setInt16(4, 1, true); // POLLIN
-  pollView.setInt16(6, 0, true);
+  asyncSet.set(0, fd, POLL.IN);
   // errno is meaningless after a nonblocking call (another thread ran it): callers only look at
   // the result and then retry the read, which reports its own errno.
-  return sym.poll(pollBuf, ONE, timeoutMs);
+  return sym.poll(asyncSet.buf, asyncSet.count, timeoutMs);
 }
 
-const syncPollBuf = new Uint8Array(8);
-const syncPollView = new DataView(syncPollBuf.buffer);
+const syncSet = new PollFds(1);
 /**
  * Waits on this (the JS) thread until `fd` is readable or `timeoutMs` passed: > 0 when readable.
  * Blocks the event loop, so only for short waits.
  */
 export function pollInSync(fd: number, timeoutMs: number): number {
-  syncPollView.setInt32(0, fd, true);
-  syncPollView.setInt16(4, 1, true); // POLLIN
-  syncPollView.setInt16(6, 0, true);
-  return ret(sym.poll_sync(syncPollBuf, ONE, timeoutMs));
+  syncSet.set(0, fd, POLL.IN);
+  return ret(sym.poll_sync(syncSet.buf, syncSet.count, timeoutMs));
 }
 
 /**
@@ -106,11 +102,9 @@ export function pollInSync(fd: number, timeoutMs: number): number {
  * it). Unix stream sockets report POLLHUP only then.
  */
 export function peerGone(fd: number): boolean {
-  syncPollView.setInt32(0, fd, true);
-  syncPollView.setInt16(4, 0, true); // no events asked: POLLHUP and POLLERR are always reported
-  syncPollView.setInt16(6, 0, true);
-  const n = sym.poll_sync(syncPollBuf, ONE, 0);
-  return n > 0 && (syncPollView.getInt16(6, true) & 0x18) !== 0; // POLLHUP | POLLERR
+  syncSet.set(0, fd, 0); // no events asked: POLLHUP and POLLERR are always reported
+  const n = sym.poll_sync(syncSet.buf, syncSet.count, 0);
+  return n > 0 && (syncSet.revents(0) & (POLL.HUP | POLL.ERR)) !== 0;
 }
 
 /** A decoded `struct stat` (this architecture's layout: src/sys/arch.ts). */
@@ -354,36 +348,10 @@ export function socketpair(
   options: { seqpacket?: boolean; cloexec?: boolean } = {},
 ): [number, number] | number {
   const sv = new Int32Array(2);
-  const type = (options.seqpacket ? 5 : 1) | (options.cloexec ? O.CLOEXEC : 0);
-  const r = sym.socketpair(1, type, 0, new Uint8Array(sv.buffer));
+  const type = (options.seqpacket ? SOCK.SEQPACKET : SOCK.STREAM) |
+    (options.cloexec ? SOCK.CLOEXEC : 0);
+  const r = sym.socketpair(AF.UNIX, type, 0, new Uint8Array(sv.buffer));
   return r < 0 ? -errno() : [sv[0], sv[1]];
-}
-
-/** Receives one message on `sock` and returns the first fd passed with SCM_RIGHTS, or -errno. */
-export function recvFd(sock: number): number {
-  const data = new Uint8Array(8);
-  const iov = new BigUint64Array(2);
-  iov[0] = BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(data)));
-  iov[1] = BigInt(data.length);
-  const control = new Uint8Array(64);
-  // struct msghdr (56 bytes): name, namelen, iov, iovlen, control, controllen, flags
-  const msg = new BigUint64Array(7);
-  msg[2] = BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(iov)));
-  msg[3] = 1n;
-  msg[4] = BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(control)));
-  msg[5] = BigInt(control.length);
-  let r: number;
-  do {
-    r = sym.recvmsg(sock, new Uint8Array(msg.buffer), 0);
-  } while (r < 0 && errno() === 4); // EINTR
-  if (r < 0) return -errno();
-  const cv = new DataView(control.buffer);
-  const controllen = Number(msg[5]);
-  // struct cmsghdr: len u64, level i32, type i32, data (SOL_SOCKET=1, SCM_RIGHTS=1)
-  if (controllen < 20 || cv.getInt32(8, true) !== 1 || cv.getInt32(12, true) !== 1) {
-    return -5; // EIO: the peer closed without passing an fd
-  }
-  return cv.getInt32(16, true);
 }
 
 const backingMap = new Uint8Array(16);

@@ -1,19 +1,14 @@
 /** Listening Unix sockets the host creates but never accepts on, an eventfd, and one poll over many fds. */
 import { ERRNO } from "../abi/errno.ts";
-import { ARCH } from "./arch.ts";
+import { AF, ARCH } from "./arch.ts";
 import { errno, libc } from "./ffi.ts";
-import { fstat } from "./libc.ts";
+import { F, fstat } from "./libc.ts";
+import { POLL, PollFds } from "./poll.ts";
 
-const AF_UNIX = 1;
-const SOCK_STREAM = 1;
-// SOCK_* and EFD_* take the O_* values of the architecture.
-const SOCK_NONBLOCK = ARCH.O.NONBLOCK;
-const SOCK_CLOEXEC = ARCH.O.CLOEXEC;
+const { SOCK } = ARCH;
+// EFD_* take the O_* values of the architecture.
 const EFD_NONBLOCK = ARCH.O.NONBLOCK;
 const EFD_CLOEXEC = ARCH.O.CLOEXEC;
-const POLLIN = 1;
-const F_GETFL = 3;
-const F_SETFL = 4;
 /** `sizeof(struct sockaddr_un)`; `sun_path` holds 107 bytes and a NUL. */
 const SUN_LEN = 110;
 /** Listen backlog: connections wait here (never answered by the host) until an instance accepts. */
@@ -26,10 +21,9 @@ export const BACKLOG = 128;
  */
 export function listenUnix(path: string): number {
   const s = libc();
-  const addr = sockaddr(path);
-  if (!addr) return -ERRNO.ENAMETOOLONG;
-  const fd = s.socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -errno();
+  const u = unixSocket(path);
+  if (typeof u === "number") return u;
+  const { fd, addr } = u;
   if (s.bind(fd, addr, addr.length) !== 0 || s.listen(fd, BACKLOG) !== 0) {
     const n = errno();
     s.close(fd);
@@ -47,13 +41,20 @@ export function listenUnix(path: string): number {
  */
 export function answersUnix(path: string): number {
   const s = libc();
-  const addr = sockaddr(path);
-  if (!addr) return -ERRNO.ENAMETOOLONG;
-  const fd = s.socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -errno();
+  const u = unixSocket(path);
+  if (typeof u === "number") return u;
+  const { fd, addr } = u;
   const r = s.connect(fd, addr, addr.length) === 0 ? 0 : -errno();
   s.close(fd);
   return r === -ERRNO.EAGAIN ? 0 : r;
+}
+
+/** A new AF_UNIX stream socket (nonblocking, close-on-exec) with the address of `path`, or -errno. */
+function unixSocket(path: string): { fd: number; addr: Uint8Array } | number {
+  const addr = sockaddr(path);
+  if (!addr) return -ERRNO.ENAMETOOLONG;
+  const fd = libc().socket(AF.UNIX, SOCK.STREAM | SOCK.NONBLOCK | SOCK.CLOEXEC, 0);
+  return fd < 0 ? -errno() : { fd, addr };
 }
 
 /** `struct sockaddr_un` for `path` with its length (NUL included), or null when it does not fit. */
@@ -61,7 +62,7 @@ function sockaddr(path: string): Uint8Array | null {
   const bytes = new TextEncoder().encode(path);
   if (bytes.length >= SUN_LEN - 2) return null;
   const addr = new Uint8Array(2 + bytes.length + 1);
-  new DataView(addr.buffer).setUint16(0, AF_UNIX, true);
+  new DataView(addr.buffer).setUint16(0, AF.UNIX, true);
   addr.set(bytes, 2);
   return addr;
 }
@@ -75,11 +76,11 @@ export function refuseWaiting(fd: number, frame: Uint8Array): number {
   const s = libc();
   // An instance's runtime may have made the shared open file description blocking (it is the
   // same socket): nonblocking again, or the last accept would wait for the next client forever.
-  const fl = s.fcntl(fd, F_GETFL, 0);
-  if (fl < 0 || s.fcntl(fd, F_SETFL, fl | SOCK_NONBLOCK) < 0) return 0;
+  const fl = s.fcntl(fd, F.GETFL, 0);
+  if (fl < 0 || s.fcntl(fd, F.SETFL, fl | ARCH.O.NONBLOCK) < 0) return 0;
   let n = 0;
   for (;;) {
-    const c = s.accept4(fd, null, null, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    const c = s.accept4(fd, null, null, SOCK.NONBLOCK | SOCK.CLOEXEC);
     if (c < 0) return n; // EAGAIN: nobody else waits
     s.write(c, frame, BigInt(frame.length)); // a small frame fits an empty socket buffer
     s.close(c);
@@ -131,19 +132,9 @@ export class Wake {
  * The caller must not close any of these fds until it resolves.
  */
 export async function pollReadable(fds: readonly number[], wake: Wake): Promise<number[]> {
-  const all = [wake.fd, ...fds];
-  const buf = new Uint8Array(8 * all.length);
-  const v = new DataView(buf.buffer);
-  all.forEach((fd, i) => {
-    v.setInt32(8 * i, fd, true);
-    v.setInt16(8 * i + 4, POLLIN, true);
-  });
-  const r = await libc().poll(buf, BigInt(all.length), -1);
+  const p = PollFds.of([wake.fd, ...fds], POLL.IN);
+  const r = await libc().poll(p.buf, p.count, -1);
   wake.drain();
   if (r <= 0) return []; // EINTR: the caller polls again
-  const out: number[] = [];
-  for (let i = 1; i < all.length; i++) {
-    if (v.getInt16(8 * i + 6, true) !== 0) out.push(all[i]);
-  }
-  return out;
+  return fds.filter((_, i) => p.revents(i + 1) !== 0);
 }

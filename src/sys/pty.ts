@@ -1,6 +1,7 @@
 /** Pseudo-terminals through libc: openpty, posix_spawn of a session leader on the slave, window size, waitpid, poll with a wake fd. */
 import { libc } from "./ffi.ts";
 import { close, cstr, errno, F, fcntl, O, read, write } from "./libc.ts";
+import { POLL, PollFds } from "./poll.ts";
 
 // Struct sizes on x86_64 glibc (platform-notes, "Pseudo-terminals").
 const SPAWNATTR_SIZE = 336;
@@ -14,9 +15,6 @@ const TIOCSWINSZ = 0x5414n;
 const TIOCGWINSZ = 0x5413n;
 const EFD_NONBLOCK = O.NONBLOCK;
 const EFD_CLOEXEC = O.CLOEXEC;
-
-/** poll(2) event bits. */
-export const POLL = { IN: 1, OUT: 4, ERR: 8, HUP: 0x10, NVAL: 0x20 } as const;
 
 const sym = libc();
 
@@ -202,8 +200,7 @@ export async function waitPid(pid: number): Promise<ExitStatus | null> {
  */
 export class Poller {
   readonly wakeFd: number;
-  #buf = new Uint8Array(16);
-  #view = new DataView(this.#buf.buffer);
+  #set = new PollFds(2);
   #one = new BigUint64Array([1n]);
   #drain = new Uint8Array(8);
 
@@ -215,17 +212,13 @@ export class Poller {
 
   /** Waits until `fd` has any of `events` (or hangs up), or {@link wake} was called; the fd's revents. */
   async wait(events: number, timeoutMs = -1): Promise<number> {
-    const v = this.#view;
-    v.setInt32(0, this.fd, true);
-    v.setInt16(4, events, true);
-    v.setInt16(6, 0, true);
-    v.setInt32(8, this.wakeFd, true);
-    v.setInt16(12, POLL.IN, true);
-    v.setInt16(14, 0, true);
-    const r = await sym.poll(this.#buf, 2n, timeoutMs);
+    const p = this.#set;
+    p.set(0, this.fd, events);
+    p.set(1, this.wakeFd, POLL.IN);
+    const r = await sym.poll(p.buf, p.count, timeoutMs);
     if (r <= 0) return 0;
-    if (v.getInt16(14, true) !== 0) read(this.wakeFd, this.#drain);
-    return v.getInt16(6, true);
+    if (p.revents(1) !== 0) read(this.wakeFd, this.#drain);
+    return p.revents(0);
   }
 
   /** Makes a pending (or the next) {@link wait} return at once. */

@@ -3,9 +3,7 @@ import { CtxError, errnoName } from "../abi/errno.ts";
 import { ARCH } from "./arch.ts";
 import { errno, libc } from "./ffi.ts";
 
-const SOL_SOCKET = 1;
-const SO_PEERCRED = 17;
-const SO_PEERPIDFD = 77;
+const { SO } = ARCH;
 const F_GETFD = 1;
 const F_SETFD = 2;
 const FD_CLOEXEC = 1;
@@ -22,7 +20,7 @@ export function peerCred(fd: number): PeerCred {
   const buf = new Uint8Array(12);
   const len = new Uint8Array(4);
   new DataView(len.buffer).setUint32(0, 12, true);
-  if (libc().getsockopt(fd, SOL_SOCKET, SO_PEERCRED, buf, len) !== 0) {
+  if (libc().getsockopt(fd, SO.SOL_SOCKET, SO.PEERCRED, buf, len) !== 0) {
     const n = errno();
     throw new CtxError(errnoName(n), `getsockopt(SO_PEERCRED) failed on fd ${fd} (errno ${n})`);
   }
@@ -39,7 +37,7 @@ export function peerPidfd(fd: number): number {
   const buf = new Uint8Array(4);
   const len = new Uint8Array(4);
   new DataView(len.buffer).setUint32(0, 4, true);
-  if (libc().getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, buf, len) !== 0) return -errno();
+  if (libc().getsockopt(fd, SO.SOL_SOCKET, SO.PEERPIDFD, buf, len) !== 0) return -errno();
   return new DataView(buf.buffer).getInt32(0, true);
 }
 

@@ -1,6 +1,7 @@
 /** A child's stop or exit as an event: pidfd_open(2) and waitid(2) with P_PIDFD, off the JS thread or on it; any process's exit as a readable pidfd. */
 import { ARCH } from "./arch.ts";
 import { errno, libc } from "./ffi.ts";
+import { POLL, PollFds } from "./poll.ts";
 
 const sym = libc();
 
@@ -70,8 +71,6 @@ export function waitChildSync(pidfd: number, options: number): ChildReport | nul
   return sym.waitid_sync(P_PIDFD, pidfd, info, options) < 0 ? -errno() : decode(info);
 }
 
-const POLLIN = 1;
-
 /**
  * Waits off the JS thread until the process behind each pidfd has exited, or `timeoutMs` passed
  * (-1: no bound); resolves to the pidfds whose process still runs then (none: every exit seen).
@@ -88,13 +87,8 @@ export async function waitExits(pidfds: readonly number[], timeoutMs: number): P
   const end = timeoutMs < 0 ? Infinity : performance.now() + timeoutMs;
   for (let failed = 0; left.length > 0 && failed < 3;) {
     const ms = end === Infinity ? -1 : Math.max(0, Math.ceil(end - performance.now()));
-    const fds = new Uint8Array(8 * left.length); // one per call: waits may overlap
-    const v = new DataView(fds.buffer);
-    left.forEach((fd, i) => {
-      v.setInt32(8 * i, fd, true); // struct pollfd { int fd; short events; short revents; }
-      v.setInt16(8 * i + 4, POLLIN, true);
-    });
-    const r = await sym.poll(fds, BigInt(left.length), ms);
+    const p = PollFds.of(left, POLL.IN); // one per call: waits may overlap
+    const r = await sym.poll(p.buf, p.count, ms);
     if (r < 0) {
       failed++;
       continue;
@@ -102,7 +96,7 @@ export async function waitExits(pidfds: readonly number[], timeoutMs: number): P
     if (r === 0) break; // the bound
     failed = 0;
     // POLLIN (exited), POLLHUP (reaped too), or POLLNVAL (not an open fd: nothing to wait for)
-    left = left.filter((_, i) => v.getInt16(8 * i + 6, true) === 0);
+    left = left.filter((_, i) => p.revents(i) === 0);
   }
   return left;
 }

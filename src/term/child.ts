@@ -1,11 +1,11 @@
 /** The program on the pseudo-terminal: spawned as a session leader on the slave, its output pumped, its input queued, its window sized. */
 import { CtxError, errnoName } from "../abi/errno.ts";
 import { close, pollInSync, read, write } from "../sys/libc.ts";
+import { POLL } from "../sys/poll.ts";
 import {
   closePoller,
   type ExitStatus,
   openPty,
-  POLL,
   Poller,
   setWinSize,
   spawnOnPty,
