@@ -65,16 +65,34 @@ export function spawnInstance(
   ctx.presence.set(l.name, "start", null);
   const { cmd, argv, unit } = instanceArgv(l.name, ctx);
   const { child, ours } = spawnChild(cmd, argv, l, ctx.env);
-  try {
-    return new Live(l, { child, ours, unit }, ctx, onExit);
-  } catch (e) {
-    // Its wiring failed (the broker's eventfd: out of fds). The child is held, waiting for `go`
-    // on stdin, so nothing of it ran: end it rather than leave it held for good. The host's end
-    // of the pair is left (the broker may own it already; a second close could hit a reused fd).
+  // If its wiring fails (the broker's eventfd: out of fds) the child is still held, waiting for
+  // `go` on stdin, so nothing of it ran: it is ended rather than left held for good.
+  const fail = (e: unknown): never => {
     try {
       child.kill("SIGKILL");
     } catch { /* gone */ }
     throw e;
+  };
+  // The host's end of the pair is the broker's once it is made (its run closes it); until then
+  // it is closed here, exactly once.
+  let broker: Broker;
+  try {
+    broker = new Broker(ours, {
+      agent: l.name,
+      listener: l.fd,
+      path: l.path,
+      root: ctx.root,
+      run: ctx.run,
+    });
+  } catch (e) {
+    closeFd(ours);
+    return fail(e);
+  }
+  try {
+    return new Live(l, { child, broker, unit }, ctx, onExit);
+  } catch (e) {
+    void broker.close();
+    return fail(e);
   }
 }
 
@@ -183,7 +201,7 @@ export class Live {
 
   constructor(
     l: Listener,
-    spawned: { child: ChildProcess; ours: number; unit?: string },
+    spawned: { child: ChildProcess; broker: Broker; unit?: string },
     ctx: SpawnContext,
     onExit: (live: Live) => void,
   ) {
@@ -192,13 +210,7 @@ export class Live {
     this.#name = name;
     this.#ctx = ctx;
     this.child = child;
-    this.#broker = new Broker(spawned.ours, {
-      agent: name,
-      listener: l.fd,
-      path: l.path,
-      root: ctx.root,
-      run: ctx.run,
-    });
+    this.#broker = spawned.broker;
     this.#flush = logPump(ctx.presence, name, child);
     this.ready = this.#ready.promise;
     // Its stdout, line by line: `scope` (sh, under a manager), `status <word>` (the instance's
