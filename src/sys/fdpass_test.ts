@@ -49,25 +49,32 @@ Deno.test("recvFd() waits for a message on a stream socket and returns its first
   assert(typeof p !== "number");
   const [a, b] = p;
   try {
-    // Sends only after a while: recvFd must wait (never waiting, it would answer EAGAIN).
-    const code = `import socket, time\ns = socket.socket(fileno=${b})\ntime.sleep(0.3)\n` +
-      `socket.send_fds(s, [b"\\0"], [0, 1, 2])`;
+    // Sends only after a while: recvFd must wait (never waiting, it would answer EAGAIN). The two
+    // fds after the first are files of this test's own: no other test (they share this process
+    // under --parallel) can have them open, so finding none of them open afterwards is exact.
+    const dir = Deno.makeTempDirSync({ prefix: "recvfd-" });
+    const extra = [`${dir}/x1`, `${dir}/x2`];
+    const code = `import os, socket, time\ns = socket.socket(fileno=${b})\ntime.sleep(0.3)\n` +
+      `fds = [0] + [os.open(p, os.O_CREAT | os.O_RDONLY) for p in ${JSON.stringify(extra)}]\n` +
+      `socket.send_fds(s, [b"\\0"], fds)`;
     const child = new Deno.Command("python3", {
       args: ["-c", code],
       stdin: "null",
       stdout: "null",
       stderr: "inherit",
     }).spawn();
-    const open = () => [...Deno.readDirSync("/proc/self/fd")].length;
-    const before = open();
     const fd = recvFd(a);
-    const after = open();
     assert(fd >= 0, `errno ${-fd}`);
-    assertEquals([Deno.readLinkSync(`/proc/self/fd/${fd}`), isCloexec(fd), after], [
-      "/dev/null",
-      true,
-      before + 1,
-    ]);
+    const links = [...Deno.readDirSync("/proc/self/fd")].flatMap((e) => {
+      try {
+        return [Deno.readLinkSync(`/proc/self/fd/${e.name}`)];
+      } catch {
+        return []; // closed meanwhile (another test's fd)
+      }
+    });
+    assertEquals([Deno.readLinkSync(`/proc/self/fd/${fd}`), isCloexec(fd)], ["/dev/null", true]);
+    assertEquals(links.filter((l) => extra.includes(l)), [], "the fds after the first are closed");
+    Deno.removeSync(dir, { recursive: true });
     closeFd(fd);
     assertEquals((await child.status).code, 0);
     closeFd(b);

@@ -5,6 +5,9 @@ import { errno, libc } from "./ffi.ts";
 import { F, fstat } from "./libc.ts";
 import { POLL, PollFds } from "./poll.ts";
 
+// close(2) of sock.ts: the callers of this module close what it gives them.
+export { closeFd } from "./sock.ts";
+
 const { SOCK } = ARCH;
 // EFD_* take the O_* values of the architecture.
 const EFD_NONBLOCK = ARCH.O.NONBLOCK;
@@ -86,11 +89,6 @@ export function refuseWaiting(fd: number, frame: Uint8Array): number {
     s.close(c);
     n++;
   }
-}
-
-/** close(2): 0 or -errno. */
-export function closeFd(fd: number): number {
-  return libc().close(fd) === 0 ? 0 : -errno();
 }
 
 /** The inode number of an open fd (tests compare sockets across processes by it), or -errno. */
