@@ -25,7 +25,6 @@ interface Flags {
   ttl?: string;
   loopWait?: string;
   mountPriority?: string;
-  mountPolicy?: string;
   idleTimeout?: string;
   startTimeout?: string;
   supervisor?: string;
@@ -89,7 +88,7 @@ async function main(flags: Flags): Promise<number> {
   const mount = flags.mount ?? paths.mount;
   const run = flags.run ?? paths.run;
   const ttl = flags.ttl === undefined ? 1 : Number(flags.ttl);
-  const priority = flags.mountPriority === undefined ? 1 : Number(flags.mountPriority);
+  const priority = flags.mountPriority === undefined ? 0 : Number(flags.mountPriority);
   if (
     flags.mountPriority?.trim() === "" || !Number.isInteger(priority) || priority < 0 ||
     priority > 99
@@ -97,19 +96,6 @@ async function main(flags: Flags): Promise<number> {
     throw new CtxError(
       "EINVAL",
       `--mount-priority must be 0 (ordinary scheduling) or a SCHED_RR priority 1-99, not "${flags.mountPriority}"`,
-    );
-  }
-  const policy = flags.mountPolicy ?? "adaptive";
-  if (policy !== "adaptive" && policy !== "rr") {
-    throw new CtxError(
-      "EINVAL",
-      `--mount-policy must be adaptive (SCHED_RR while waiting, ordinary during a client's burst) or rr (SCHED_RR throughout), not "${flags.mountPolicy}"`,
-    );
-  }
-  if (priority === 0 && flags.mountPolicy !== undefined) {
-    throw new CtxError(
-      "EINVAL",
-      `--mount-policy ${flags.mountPolicy} needs a SCHED_RR priority: --mount-priority 0 is the ordinary policy throughout`,
     );
   }
   const idle = idleSeconds(flags.idleTimeout ?? Deno.env.get("CTX_IDLE_TIMEOUT"));
@@ -210,7 +196,6 @@ async function main(flags: Flags): Promise<number> {
     debug: flags.debug,
     waitMs: flags.loopWait === undefined ? undefined : Number(flags.loopWait),
     priority,
-    policy,
     fusermount: flags.fusermount,
     host,
   });
@@ -336,11 +321,7 @@ if (import.meta.main) {
     )
     .option(
       "--mount-priority <n>",
-      "SCHED_RR priority (1-99) of the thread serving the mount: low stat latency under CPU load (default 1; 0: ordinary scheduling throughout)",
-    )
-    .option(
-      "--mount-policy <p>",
-      "adaptive (default): the serving thread waits at SCHED_RR and serves a client's back-to-back requests at the ordinary policy; rr: SCHED_RR throughout (about 40% less sequential throughput)",
+      "SCHED_RR priority (1-99) of the thread serving the mount: low stat latency under CPU load, at a cost to a sequential client's throughput (default 0: ordinary scheduling)",
     )
     .option(
       "--idle-timeout <seconds>",

@@ -15,7 +15,6 @@ import {
 } from "../abi/fuse.ts";
 import { ERRNO } from "../abi/errno.ts";
 import * as libc from "../sys/libc.ts";
-import type { AdaptiveSched } from "./sched.ts";
 
 /** One parsed request. */
 export interface Request {
@@ -68,11 +67,6 @@ export interface ConnOptions {
   log?: (line: string) => void;
   /** Ask for FUSE passthrough when the kernel offers it (default true; see {@link FileSystem.init}). */
   passthrough?: boolean;
-  /**
-   * The serving thread's policy switches (sched.ts), told of every wait on this thread; absent,
-   * the thread keeps the policy it has.
-   */
-  sched?: AdaptiveSched;
 }
 
 const dec = new TextDecoder();
@@ -142,7 +136,6 @@ export class Conn {
   #stopped = false;
   #spinMs: number;
   #passthrough: boolean;
-  #sched: AdaptiveSched | undefined;
   /** Number of requests served (for the status file and benchmarks). */
   served = 0;
   /** Requests whose handler threw (answered EIO). */
@@ -155,7 +148,6 @@ export class Conn {
     this.#log = options.log ?? ((l) => console.error(l));
     this.#spinMs = options.waitMs ?? 1;
     this.#passthrough = options.passthrough ?? true;
-    this.#sched = options.sched;
     const fl = libc.fcntl(fd, libc.F.GETFL);
     if (fl >= 0) libc.fcntl(fd, libc.F.SETFL, fl | libc.O.NONBLOCK);
   }
@@ -179,25 +171,7 @@ export class Conn {
           // next request comes within microseconds, and waking this thread directly costs far less
           // than the thread hop of an async poll. Idle for a millisecond: hand over to the event
           // loop and wait there.
-          const sched = this.#sched;
-          if (sched) {
-            // In a client's burst first a short wait at the ordinary policy, then (or else) at
-            // SCHED_RR; how long it took tells a burst (sched.ts).
-            const t0 = performance.now();
-            const first = sched.waiting();
-            if (first > 0) {
-              if (libc.pollInSyncUs(this.fd, first * 1000) > 0) {
-                sched.woke(performance.now() - t0);
-                continue;
-              }
-              sched.realtime();
-            }
-            if (libc.pollInSync(this.fd, this.#spinMs) > 0) {
-              sched.woke(performance.now() - t0);
-              continue;
-            }
-            sched.idle();
-          } else if (libc.pollInSync(this.fd, this.#spinMs) > 0) continue;
+          if (libc.pollInSync(this.fd, this.#spinMs) > 0) continue;
           burst = 0;
           await libc.pollIn(this.fd, 1000);
           continue;
@@ -206,7 +180,6 @@ export class Conn {
         if (n === -ERRNO.ENODEV) return "unmounted";
         throw new Error(`read /dev/fuse: errno ${-n}`);
       }
-      this.#sched?.served();
       if (this.#dispatch(n)) return "destroyed";
       // Under sustained load the device never runs dry; give signals, timers and async replies a
       // turn now and then (a zero-timeout poll is a cheap trip through the event loop).

@@ -12,7 +12,6 @@ import {
   useHostConfig,
 } from "./bridge.ts";
 import { Conn } from "./conn.ts";
-import type { AdaptiveSched } from "./sched.ts";
 import { CtxFs } from "./ctxfs.ts";
 import { type Mounted, mountFuse, prepareMountpoint, unmountFuse } from "./mount.ts";
 import { statusText } from "./status.ts";
@@ -36,8 +35,6 @@ export interface MountServeOptions {
   waitMs?: number;
   /** Print rx/tx lines. */
   debug?: boolean;
-  /** The serving thread's policy switches (made on that thread: worker.ts); absent, none. */
-  sched?: AdaptiveSched;
   /**
    * FUSE passthrough for plain home/shared files when the kernel offers it (default true; needs
    * CAP_SYS_ADMIN, else every file stays served: spec/fuse.md "Passthrough").
@@ -152,7 +149,6 @@ export function startMount(options: MountServeOptions): MountHandle {
     log,
     waitMs: options.waitMs,
     passthrough: options.passthrough,
-    sched: options.sched,
   });
   // A stop() that unmounted ends serving because of that unmount, whether the loop then reads
   // ENODEV or first sees the stop flag (which of the two wins is only timing).

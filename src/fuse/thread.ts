@@ -4,7 +4,7 @@ import type { Mounted } from "./mount.ts";
 import type { MountServeOptions } from "./serve.ts";
 
 /** Options for {@link startMountThread}: those of `startMount`, with hooks run on this thread. */
-export interface MountThreadOptions extends Omit<MountServeOptions, "log" | "sched"> {
+export interface MountThreadOptions extends Omit<MountServeOptions, "log"> {
   /**
    * Longest a RENAME/UNLINK reply in `agent/` waits for its hook (ms, default 5000). The kernel
    * holds `agent/`'s directory lock until that reply; a hook stuck behind a synchronous call of
@@ -12,17 +12,11 @@ export interface MountThreadOptions extends Omit<MountServeOptions, "log" | "sch
    */
   hookWaitMs?: number;
   /**
-   * SCHED_RR priority (1-99) of the serving thread, or 0 for the ordinary policy throughout (the
-   * default, without it): at SCHED_RR a FUSE request on a busy machine waits for no agent's
-   * process (spec/fuse.md "Running").
+   * SCHED_RR priority (1-99) of the serving thread, or 0 for the ordinary policy (the default): at
+   * SCHED_RR a FUSE request on a busy machine waits for no agent's process, but a sequential
+   * client's requests cost more (spec/fuse.md "Running").
    */
   priority?: number;
-  /**
-   * At a priority of 1-99: `adaptive` (the default) waits for requests at SCHED_RR and serves a
-   * client's back-to-back requests at the ordinary policy (sched.ts), `rr` stays at SCHED_RR,
-   * which costs a sequential client about 40% of its throughput.
-   */
-  policy?: "adaptive" | "rr";
 }
 
 /** Why serving ended. */
@@ -34,10 +28,7 @@ export interface MountThread {
   mounted: Mounted;
   /** "cleared" when a dead mount from a killed daemon was removed first. */
   prepared: "free" | "cleared";
-  /**
-   * The serving thread's scheduling: `SCHED_RR 1 adaptive`, `SCHED_RR 1`, `ordinary`, or why not
-   * real-time.
-   */
+  /** The serving thread's scheduling: `SCHED_RR 1`, `ordinary`, or why not real-time. */
   sched: string;
   /** Resolves when serving ended (the worker is gone by then); rejects if the worker died. */
   done: Promise<MountEnd>;

@@ -1,7 +1,6 @@
 /** The mount's Worker: serves /ctx (startMount) and does nothing else; hooks go to the parent. */
 import { CtxError, errnoName, toCtxError } from "../abi/errno.ts";
 import * as libc from "../sys/libc.ts";
-import { AdaptiveSched, type RunQueue } from "./sched.ts";
 import { type MountHandle, startMount } from "./serve.ts";
 import type { FromWorker, ToWorker, WorkerOptions } from "./thread.ts";
 
@@ -41,58 +40,31 @@ function remote(hook: "onAgent" | "onAgentGone", ms: number) {
 }
 
 /**
- * This thread's run-queue wait and time slices, read from `/proc/thread-self/schedstat` (opened
- * once, here on the thread it names; read again with pread at 0, which regenerates it); null
- * where it cannot be read.
- */
-function runQueue(): () => RunQueue | null {
-  const fd = libc.open(libc.cstr("/proc/thread-self/schedstat"), libc.O.RDONLY);
-  const buf = new Uint8Array(128);
-  const dec = new TextDecoder();
-  return () => {
-    const n = fd < 0 ? -1 : libc.pread(fd, buf, 0);
-    if (n <= 0) return null;
-    const f = dec.decode(buf.subarray(0, n)).split(" ");
-    return { waitNs: Number(f[1]), slices: Number(f[2]) };
-  };
-}
-
-/**
  * Puts this thread (and the poll threads its runtime starts later, which inherit it) at SCHED_RR
  * `priority`: under load a request is answered as soon as it arrives, not after the agents' CPU
- * slices. `adaptive`: the policy switches that then drop it to the ordinary policy during a
- * client's burst (sched.ts). What it got, for the daemon's log.
+ * slices. What it got, for the daemon's log.
  */
-function schedule(
-  priority: number,
-  policy: "adaptive" | "rr",
-): { log: string; sched?: AdaptiveSched } {
-  if (priority === 0) return { log: "ordinary" };
+function schedule(priority: number): string {
+  if (priority === 0) return "ordinary";
   const r = libc.setSched(libc.SCHED.RR, priority);
-  if (r !== 0) return { log: `ordinary: SCHED_RR ${priority} refused (${errnoName(-r)})` };
-  if (policy === "rr") return { log: `SCHED_RR ${priority}` };
-  const sched = new AdaptiveSched((rt) => {
-    libc.setSched(rt ? libc.SCHED.RR : libc.SCHED.OTHER, rt ? priority : 0);
-  }, runQueue());
-  return { log: `SCHED_RR ${priority} adaptive`, sched };
+  if (r === 0) return `SCHED_RR ${priority}`;
+  return `ordinary: SCHED_RR ${priority} refused (${errnoName(-r)})`;
 }
 
 function start(options: WorkerOptions): void {
-  const { hookWaitMs, priority, policy, ...serve } = options;
+  const { hookWaitMs, priority, ...serve } = options;
   const ms = hookWaitMs ?? 5000;
   let sched = "ordinary";
   try {
     // Before the mount starts any thread of its own; the spawns it makes drop to the ordinary
     // policy (libc.ordinary), so no child inherits it.
-    const got = schedule(priority ?? 0, policy ?? "adaptive");
-    sched = got.log;
+    sched = schedule(priority ?? 0);
     // startMount sets umask 0; with an fs_struct of its own that holds for this thread only, so
     // the runtime's thread (and what it spawns) keeps the umask the process was started with.
     const r = libc.unshareFs();
     if (r < 0) throw new CtxError("EIO", `unshare(CLONE_FS) failed: errno ${-r}`);
     handle = startMount({
       ...serve,
-      sched: got.sched,
       onAgent: remote("onAgent", ms),
       onAgentGone: remote("onAgentGone", ms),
     });

@@ -20,8 +20,6 @@ const SYMBOLS = {
   pwrite: { parameters: ["i32", "buffer", "usize", "i64"], result: "i32" },
   poll: { parameters: ["buffer", "u64", "i32"], result: "i32", nonblocking: true },
   poll_sync: { name: "poll", parameters: ["buffer", "u64", "i32"], result: "i32" },
-  // a wait shorter than poll's millisecond (struct timespec; no signal mask)
-  ppoll: { parameters: ["buffer", "u64", "buffer", "pointer"], result: "i32" },
   fstatat: { parameters: ["i32", "buffer", "buffer", "i32"], result: "i32" },
   fstat: { parameters: ["i32", "buffer"], result: "i32" },
   ftruncate: { parameters: ["i32", "i64"], result: "i32" },

@@ -96,16 +96,6 @@ export function pollInSync(fd: number, timeoutMs: number): number {
   return ret(sym.poll_sync(syncSet.buf, syncSet.count, timeoutMs));
 }
 
-const timespec = new BigInt64Array(2);
-const timespecBytes = new Uint8Array(timespec.buffer);
-/** {@link pollInSync} for `timeoutUs` microseconds (ppoll(2)): > 0 when readable. */
-export function pollInSyncUs(fd: number, timeoutUs: number): number {
-  syncSet.set(0, fd, POLL.IN);
-  timespec[0] = BigInt(Math.floor(timeoutUs / 1e6));
-  timespec[1] = BigInt(Math.round((timeoutUs % 1e6) * 1000));
-  return ret(sym.ppoll(syncSet.buf, syncSet.count, timespecBytes, null));
-}
-
 /**
  * True when the peer of socket `fd` has closed its end entirely (POLLHUP, polled without
  * waiting), as opposed to only its write side (a half-close: EOF to read, but replies still reach
