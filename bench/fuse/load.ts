@@ -10,9 +10,8 @@
  * [--servers "LABEL=ARGS;LABEL=ARGS"].
  * `status` is served by the loaded cortexfsd with no scheduling flag (cortexfsd's default); each
  * `--servers` entry is one more cortexfsd with those arguments, nothing loading it, whose
- * `status LABEL` is stat'ed in the same loop (default `ordinary=--mount-priority 0;RR 1=--mount-
- * policy rr`: the ordinary policy and SCHED_RR 1 throughout): several policies under one load in
- * one run.
+ * `status LABEL` is stat'ed in the same loop (default `RR 1=--mount-priority 1`: the serving
+ * thread at SCHED_RR 1): several policies under one load in one run.
  *
  * `--agents` adds agent variants, each a cortexfsd of its own whose two agents (the flood, `coder`)
  * are started before the phases and then lowered from outside, every thread of the instance (so
@@ -22,7 +21,7 @@
  * task's nice only weighs against its own session's tasks), and, a diagnostic only, `client=idle`
  * or `client=n19` (the bench's own `ctx` clients, the user's processes, under SCHED_IDLE or nice
  * 19); `args=A+B` gives the variant's cortexfsd more arguments (`+` for a space, say
- * `args=--mount-policy+rr`), so a policy is measured on the daemon that serves the agents' own
+ * `args=--mount-priority+1`), so a policy is measured on the daemon that serves the agents' own
  * traffic too. The variants' load phases alternate in order round by round, each right after an
  * idle phase of its own (other users of the machine come and go). `--alone N`: then the flood agent's
  * `ctx agent send` N times per variant with nothing else running (interleaved), wall time.
@@ -43,7 +42,7 @@ const DELTAS = arg("--deltas", 20000), CALLS = arg("--calls", 20);
 const ROUNDS = arg("--rounds", 1), IDLE_MS = arg("--idle-ms", 2000), ALONE = arg("--alone", 0);
 const SETSID = Deno.args.includes("--setsid") ? ["setsid"] : [];
 /** The unloaded daemons stat'ed in the same loop: label and cortexfsd arguments. */
-const SERVERS = sarg("--servers", "ordinary=--mount-priority 0;RR 1=--mount-policy rr").split(";")
+const SERVERS = sarg("--servers", "RR 1=--mount-priority 1").split(";")
   .filter((w) => w.trim())
   .map((w) => {
     const at = w.indexOf("=");
