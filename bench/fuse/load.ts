@@ -6,9 +6,12 @@
  * Prints p50/p99/max of each phase, the ratio to idle and to each reference under load, and where
  * the load's CPU went (the instances and their steps, the `ctx` clients, cortexfsd).
  * Never asserts a duration. Run: tools/deno run -A bench/fuse/load.ts [--deltas 20000]
- * [--calls 20] [--rounds 1] [--idle-ms 2000] [--agents "LABEL:SPEC ..."] [--alone N] [--setsid].
- * `status` is served at the ordinary policy (cortexfsd's default), `status RR 1` by a second
- * cortexfsd at SCHED_RR 1 (`--mount-priority 1`), stat'ed in the same loop.
+ * [--calls 20] [--rounds 1] [--idle-ms 2000] [--agents "LABEL:SPEC ..."] [--alone N] [--setsid]
+ * [--servers "LABEL=ARGS;LABEL=ARGS"].
+ * `status` is served by the loaded cortexfsd with no scheduling flag (cortexfsd's default); each
+ * `--servers` entry is one more cortexfsd with those arguments, nothing loading it, whose
+ * `status LABEL` is stat'ed in the same loop (default `RR 1=--mount-priority 1`: the serving
+ * thread at SCHED_RR 1): several policies under one load in one run.
  *
  * `--agents` adds agent variants, each a cortexfsd of its own whose two agents (the flood, `coder`)
  * are started before the phases and then lowered from outside, every thread of the instance (so
@@ -17,8 +20,10 @@
  * instance's session autogroup, sched(7): the instance is a session leader, and with autogroups a
  * task's nice only weighs against its own session's tasks), and, a diagnostic only, `client=idle`
  * or `client=n19` (the bench's own `ctx` clients, the user's processes, under SCHED_IDLE or nice
- * 19). The variants' load phases alternate in order round by round, each right after an idle
- * phase of its own (other users of the machine come and go). `--alone N`: then the flood agent's
+ * 19); `args=A+B` gives the variant's cortexfsd more arguments (`+` for a space, say
+ * `args=--mount-priority+1`), so a policy is measured on the daemon that serves the agents' own
+ * traffic too. The variants' load phases alternate in order round by round, each right after an
+ * idle phase of its own (other users of the machine come and go). `--alone N`: then the flood agent's
  * `ctx agent send` N times per variant with nothing else running (interleaved), wall time.
  * `--setsid`: every cortexfsd in a session of its own, as a service is (default: this one's).
  */
@@ -36,6 +41,16 @@ const sarg = (name: string, dflt: string) => {
 const DELTAS = arg("--deltas", 20000), CALLS = arg("--calls", 20);
 const ROUNDS = arg("--rounds", 1), IDLE_MS = arg("--idle-ms", 2000), ALONE = arg("--alone", 0);
 const SETSID = Deno.args.includes("--setsid") ? ["setsid"] : [];
+/** The unloaded daemons stat'ed in the same loop: label and cortexfsd arguments. */
+const SERVERS = sarg("--servers", "RR 1=--mount-priority 1").split(";")
+  .filter((w) => w.trim())
+  .map((w) => {
+    const at = w.indexOf("=");
+    return {
+      label: at < 0 ? w.trim() : w.slice(0, at).trim(),
+      args: at < 0 ? [] : w.slice(at + 1).split(" ").filter(Boolean),
+    };
+  });
 /** `as-host` (nothing changed) first, then `--agents`' LABEL:SPEC words. */
 const VARIANTS = ["as-host:", ...sarg("--agents", "").split(" ").filter(Boolean)].map((w) => {
   const [label, spec = ""] = w.split(":");
@@ -190,14 +205,32 @@ interface Loaded {
   d: Daemon | null;
   home: string;
   status: string;
-  /** Per round (ms): `status` under load p99 and max, its idle p99, `status RR 1`'s load p99, the flood's send. */
-  seen: { p99: number; max: number; idle: number; rr: number; flood: number }[];
+  /**
+   * Per round (ms): `status` under load p99 and max, its idle p99, each server's (by label) load
+   * p99 and max and idle p99, the flood's send.
+   */
+  seen: {
+    p99: number;
+    max: number;
+    idle: number;
+    servers: Record<string, { p99: number; max: number; idle: number }>;
+    flood: number;
+  }[];
 }
 
-const rrTree = await makeTree();
+const servers: {
+  label: string;
+  args: string[];
+  tree: Awaited<ReturnType<typeof makeTree>>;
+  d: Daemon | null;
+  status: string;
+}[] = [];
+for (const s of SERVERS) {
+  const tree = await makeTree();
+  servers.push({ ...s, tree, d: null, status: `${tree.mount}/status` });
+}
 const scratch = await makeTree();
 const loaded: Loaded[] = [];
-let rr: Daemon | null = null;
 let ptll: Deno.ChildProcess | null = null;
 const ptMnt = `${scratch.dir}/ptll-mnt`;
 const ref = `/dev/shm/cortexfs-load-${Deno.pid}`;
@@ -244,7 +277,10 @@ try {
     };
     loaded.push(l);
     // Its instances live through every phase (no idle exit), started and lowered before them.
-    l.d = await startDaemon(tree, { args: ["--idle-timeout", "3600"], wrap: SETSID });
+    l.d = await startDaemon(tree, {
+      args: ["--idle-timeout", "3600", ...(kv.args ? kv.args.split("+") : [])],
+      wrap: SETSID,
+    });
     l.home = `${tree.mount}/home/0/bench.txt`;
     Deno.writeTextFileSync(l.home, "x\n");
     for (const a of ["flood", "coder"]) {
@@ -252,9 +288,9 @@ try {
       await lower(instancePid(tree.run, a), kv);
     }
   }
-  // A second cortexfsd, its serving thread at SCHED_RR 1, stat'ed in the same loop under the same
-  // load (the load runs through a loaded daemon's agents): both policies in one run.
-  rr = await startDaemon(rrTree, { args: ["--mount-priority", "1"], wrap: SETSID });
+  // More cortexfsd daemons (say, the serving thread at SCHED_RR 1), stat'ed in the same loop under
+  // the same load (the load runs through a loaded daemon's agents): several policies in one run.
+  for (const s of servers) s.d = await startDaemon(s.tree, { args: s.args, wrap: SETSID });
   // The reference in the same loop: a file on tmpfs, off the mount. Its latency under load is what
   // the machine itself adds (a 2-core VM: the flood and the tool calls' processes compete for
   // the CPU with the stat processes); the mount's own share is the ratio to it.
@@ -265,14 +301,13 @@ try {
   Deno.writeTextFileSync(`${scratch.dir}/ptll-back/f`, "x\n");
   ptll = await passthroughLl(scratch.dir, `${scratch.dir}/ptll-back`, ptMnt);
   const pt = `${ptMnt}/f`;
-  const rrStatus = `${rrTree.mount}/status`;
   const name = (l: Loaded, p: string) =>
     p === ref
       ? "tmpfs (ref)"
       : p === pt
       ? "passthrough_ll"
-      : p === rrStatus
-      ? "status RR 1"
+      : servers.find((s) => s.status === p)
+      ? `status ${servers.find((s) => s.status === p)!.label}`
       : p.slice(l.tree.mount.length + 1);
   const f = (v: number) => v.toFixed(2).padStart(7);
   console.log(
@@ -280,7 +315,7 @@ try {
   );
   for (let r = 0; r < ROUNDS; r++) {
     for (const l of r % 2 === 0 ? loaded : [...loaded].reverse()) {
-      const paths = [l.status, l.home, rrStatus, pt, ref];
+      const paths = [l.status, l.home, ...servers.map((s) => s.status), pt, ref];
       const idle = await sample(
         bin,
         paths,
@@ -345,19 +380,35 @@ try {
         p99: s.p99,
         max: s.max,
         idle: stats(idle[l.status]).p99,
-        rr: stats(load[rrStatus]).p99,
+        servers: Object.fromEntries(servers.map((x) => {
+          const lo = stats(load[x.status]);
+          return [x.label, { p99: lo.p99, max: lo.max, idle: stats(idle[x.status]).p99 }];
+        })),
         flood: floodMs,
       });
     }
   }
   console.log("medians over the rounds (ms):");
   for (const l of loaded) {
-    const m = (k: keyof Loaded["seen"][number]) => median(l.seen.map((x) => x[k])).toFixed(2);
+    const m = (k: "p99" | "max" | "idle" | "flood") => median(l.seen.map((x) => x[k])).toFixed(2);
+    const each = (k: "p99" | "max" | "idle") => l.seen.map((x) => x[k].toFixed(2)).join(" ");
     console.log(
       `  agents ${l.label.padEnd(12)} status idle p99 ${m("idle")}, load p99 ${m("p99")} max ${
         m("max")
-      }; status RR 1 load p99 ${m("rr")}; flood under load ${m("flood")}`,
+      } (rounds: idle p99 ${each("idle")}; load p99 ${each("p99")}; max ${
+        each("max")
+      }); flood under load ${m("flood")}`,
     );
+    for (const x of servers) {
+      const v = l.seen.map((r) => r.servers[x.label]);
+      const sm = (k: "p99" | "max" | "idle") => median(v.map((r) => r[k])).toFixed(2);
+      const se = (k: "p99" | "max" | "idle") => v.map((r) => r[k].toFixed(2)).join(" ");
+      console.log(
+        `    status ${x.label.padEnd(12)} idle p99 ${sm("idle")}, load p99 ${sm("p99")} max ${
+          sm("max")
+        } (rounds: idle p99 ${se("idle")}; load p99 ${se("p99")}; max ${se("max")})`,
+      );
+    }
   }
   // The agent's own speed with nothing else running: the flood alone, per variant, interleaved.
   if (ALONE > 0) {
@@ -386,7 +437,7 @@ try {
     await new Deno.Command("fusermount3", { args: ["-u", ptMnt] }).output();
     await ptll.status;
   }
-  await cleanup(rrTree, rr);
+  for (const s of servers) await cleanup(s.tree, s.d);
   for (const l of loaded) await cleanup(l.tree, l.d);
   await cleanup(scratch);
 }
