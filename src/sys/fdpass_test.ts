@@ -84,7 +84,8 @@ Deno.test("recvFd() waits for a message on a stream socket and returns its first
   }
 });
 
-Deno.test("notUnixStream(), unixName(), boundFile(): an accepted connection is a named stream socket bound to its listener's file; a client and a socketpair are unnamed, bound to none", async () => {
+/** A listener our listenUnix made at `<temp dir>/s.sock`, served by node:net; its first connection. */
+async function listening() {
   const dir = await Deno.makeTempDir({ prefix: "fdpass-" });
   const path = `${dir}/s.sock`;
   const listener = listenUnix(path);
@@ -93,6 +94,11 @@ Deno.test("notUnixStream(), unixName(), boundFile(): an accepted connection is a
   const accepted = new Promise<net.Socket>((r) => take = r);
   const server = net.createServer((s) => take(s));
   await new Promise<void>((r) => server.listen({ fd: listener }, () => r()));
+  return { dir, path, listener, accepted, server };
+}
+
+Deno.test("notUnixStream(), unixName(), boundFile(): an accepted connection is a named stream socket bound to its listener's file; a client and a socketpair are unnamed, bound to none", async () => {
+  const { dir, path, listener, accepted, server } = await listening();
   const client = net.connect(path);
   const s = await accepted;
   try {
@@ -126,14 +132,7 @@ Deno.test({
     "boundFile(): a connection from a client in another network namespace (sock_diag finds it only there) is bound to its listener's file all the same",
   ignore: Deno.uid() !== 0,
   async fn() {
-    const dir = await Deno.makeTempDir({ prefix: "fdpass-" });
-    const path = `${dir}/s.sock`;
-    const listener = listenUnix(path);
-    assert(listener >= 0);
-    let take!: (s: net.Socket) => void; // assigned by the Promise executor below, synchronously
-    const accepted = new Promise<net.Socket>((r) => take = r);
-    const server = net.createServer((s) => take(s));
-    await new Promise<void>((r) => server.listen({ fd: listener }, () => r()));
+    const { dir, path, listener, accepted, server } = await listening();
     const code =
       `const c = await Deno.connect({ transport: "unix", path: ${JSON.stringify(path)} });` +
       `await c.read(new Uint8Array(1));`;
