@@ -1,6 +1,6 @@
 /** reapGroups(): a killed daemon's leftover groups stopped as their receipts prove, the grace ended by the leaders' exits (pidfds, no children of ours) or its bound. */
 import { assert, assertEquals } from "../../tests/assert.ts";
-import { type Orphan, orphan, pidfds, polledPids } from "../../tests/fixture/proc.ts";
+import { type Orphan, orphan, pidfdsSince, polledPids } from "../../tests/fixture/proc.ts";
 import { until } from "../../tests/fixture/wait.ts";
 import { reapGroups, recordGroup } from "./groups.ts";
 import { INSTANCE_CAPS } from "./caps.ts";
@@ -12,18 +12,13 @@ async function record(dir: string, o: Orphan): Promise<string> {
   return path.slice(dir.length + 1);
 }
 
-/** The pidfds open now that were not open at `before` (those a call left open). */
-function leftOpen(before: number[]): number[] {
-  return pidfds().filter((fd) => !before.includes(fd));
-}
-
 Deno.test("reapGroups() ends the grace once every leader has exited, each exit seen as an event (its pidfd)", async () => {
   const dir = Deno.makeTempDirSync();
   const a = await orphan({ ignoreTerm: true }), b = await orphan({ ignoreTerm: true });
   try {
     await record(dir, a);
     await record(dir, b);
-    const before = pidfds();
+    const left = pidfdsSince([a.pid, b.pid]);
     const graces: number[][] = [];
     // SIGTERM is ignored: only the line each is given ends it, within a grace no test outlasts.
     const reaping = reapGroups(dir, { graceMs: 60_000, onGrace: (late) => graces.push(late) });
@@ -37,7 +32,7 @@ Deno.test("reapGroups() ends the grace once every leader has exited, each exit s
     assertEquals(await reaping, { stopped: [a.pid, b.pid].sort((x, y) => x - y), stale: [] });
     assertEquals(graces, [[]], "the exits ended the grace, not its bound");
     assertEquals([await a.ended(), await b.ended()], ["go\n", "go\n"]);
-    assertEquals(leftOpen(before), []);
+    assertEquals(left(), []);
     assertEquals([...Deno.readDirSync(dir)], []);
   } finally {
     await a.close();
@@ -51,12 +46,12 @@ Deno.test("reapGroups() SIGKILLs the groups whose leader outlives the grace, and
   const a = await orphan({ ignoreTerm: true });
   try {
     await record(dir, a);
-    const before = pidfds();
+    const left = pidfdsSince([a.pid]);
     const graces: number[][] = [];
     const r = await reapGroups(dir, { graceMs: 0, onGrace: (late) => graces.push(late) });
     assertEquals([r, graces], [{ stopped: [a.pid], stale: [] }, [[a.pid]]]);
     assertEquals(await a.ended(), "", "the SIGKILL ended it before its line came");
-    assertEquals(leftOpen(before), []);
+    assertEquals(left(), []);
   } finally {
     await a.close();
     Deno.removeSync(dir, { recursive: true });
@@ -71,11 +66,11 @@ Deno.test("reapGroups() drops a receipt its pid no longer matches (a reused pid)
     const rec = JSON.parse(Deno.readTextFileSync(`${dir}/${file}`));
     const other = { ...rec, start: String(Number(rec.start) - 1) };
     Deno.writeTextFileSync(`${dir}/${file}`, JSON.stringify(other) + "\n");
-    const before = pidfds();
+    const left = pidfdsSince([a.pid]);
     const graces: number[][] = [];
     const r = await reapGroups(dir, { onGrace: (late) => graces.push(late) });
     assertEquals([r, graces], [{ stopped: [], stale: [file] }, []]);
-    assertEquals(leftOpen(before), []);
+    assertEquals(left(), []);
     await a.release();
     assertEquals(await a.ended(), "go\n", "it ran until told");
   } finally {

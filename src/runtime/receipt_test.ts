@@ -1,5 +1,5 @@
 import { assert, assertEquals } from "../../tests/assert.ts";
-import { type Orphan, orphan, pidfds, polledPids } from "../../tests/fixture/proc.ts";
+import { type Orphan, orphan, pidfdsSince, polledPids } from "../../tests/fixture/proc.ts";
 import { until } from "../../tests/fixture/wait.ts";
 import { startTime } from "../sandbox/receipt.ts";
 import {
@@ -119,21 +119,16 @@ function orphanReceipt(o: Orphan): InstanceReceipt {
   return r;
 }
 
-/** The pidfds open now that were not open at `before` (those a call left open). */
-function leftOpen(before: number[]): number[] {
-  return pidfds().filter((fd) => !before.includes(fd));
-}
-
 Deno.test("stopVerified() without an exit event ends at the orphan's exit, seen as an event (its pidfd)", async () => {
   const o = await orphan({ ignoreTerm: true }); // only its line ends it
-  const before = pidfds();
+  const left = pidfdsSince([o.pid]);
   try {
     const stopping = stopVerified(orphanReceipt(o), { graceMs: 60_000 });
     await until(() => polledPids().some((p) => p.includes(o.pid)), "a poll(2) on its pidfd");
     await o.release();
     assertEquals(await stopping, "exited", "the exit ended the grace, not its bound");
     assertEquals(await o.ended(), "go\n", "it exited by itself: no SIGKILL reached it");
-    assertEquals(leftOpen(before), []);
+    assertEquals(left(), []);
   } finally {
     await o.close();
   }
@@ -141,11 +136,11 @@ Deno.test("stopVerified() without an exit event ends at the orphan's exit, seen 
 
 Deno.test("stopVerified() without an exit event SIGKILLs an orphan that outlives the grace, and returns once it is gone", async () => {
   const o = await orphan({ ignoreTerm: true });
-  const before = pidfds();
+  const left = pidfdsSince([o.pid]);
   try {
     assertEquals(await stopVerified(orphanReceipt(o), { graceMs: 0 }), "killed");
     assertEquals(await o.ended(), "", "the SIGKILL ended it before its line came");
-    assertEquals(leftOpen(before), []);
+    assertEquals(left(), []);
   } finally {
     await o.close();
   }
@@ -153,12 +148,12 @@ Deno.test("stopVerified() without an exit event SIGKILLs an orphan that outlives
 
 Deno.test("stopVerified() of an orphan its receipt no longer matches (a reused pid) signals nothing, its pidfd closed again", async () => {
   const o = await orphan(); // SIGTERM would end it: no signal may reach it
-  const before = pidfds();
+  const left = pidfdsSince([o.pid]);
   try {
     const r = orphanReceipt(o);
     const reused = { ...r, start_time: String(Number(r.start_time) - 1) };
     assertEquals(await stopVerified(reused, { graceMs: 60_000 }), "stale");
-    assertEquals(leftOpen(before), []);
+    assertEquals(left(), []);
     await o.release();
     assertEquals(await o.ended(), "go\n", "it ran until told");
   } finally {
