@@ -1,6 +1,7 @@
 /** stopGroup() on a leader in D state (blocked on a FUSE request nobody answers): the stop wait is bounded, the JS thread runs on, and the wait's thread ends with the leader. */
 import { assert, assertEquals } from "../assert.ts";
 import { until } from "../fixture/mod.ts";
+import { pidOf } from "../fixture/proc.ts";
 import {
   decode,
   encode,
@@ -62,16 +63,6 @@ function waitedFds(): number[] {
     } catch { /* the thread ended */ }
   }
   return fds;
-}
-
-/** The pid a pidfd names (`Pid:` of its fdinfo; -1 once reaped), or null for another fd. */
-function pidOf(fd: number): number | null {
-  try {
-    const m = /^Pid:\s*(-?\d+)$/m.exec(Deno.readTextFileSync(`/proc/self/fdinfo/${fd}`));
-    return m ? Number(m[1]) : null;
-  } catch {
-    return null;
-  }
 }
 
 function state(pid: number): string {
