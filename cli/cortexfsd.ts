@@ -317,7 +317,7 @@ if (import.meta.main) {
     .option("--ttl <seconds>", "entry/attr timeout for home/ and shared/ (default 1)")
     .option(
       "--loop-wait <ms>",
-      "wait for the next request on the JS thread before yielding (default 1)",
+      "while a hook's answer is pending, wait this long for the next request on the serving thread before yielding to its event loop (default 1)",
     )
     .option(
       "--mount-priority <n>",

@@ -1,10 +1,12 @@
 /**
  * The uncached stat loop with the servers' CPU per stat: the C libfuse3 reference (`ref.c`) and
  * cortexfsd `--ttl 0` (and `--base`: another checkout's), each serving 10,000 files, measured in
- * interleaved rounds with server and client on CPU 0. A server's CPU is read from
+ * interleaved rounds with server and client on CPU 0 (`--no-pin`: anywhere). A server's CPU is read from
  * `/proc/<pid>/task/*\/schedstat` (nanoseconds, every thread) around each round, so it is steadier
  * than stat/s on a shared machine.
- * Run: tools/deno run -A bench/fuse/statcpu.ts [--rounds N] [--passes P] [--base CHECKOUT]
+ * Run: tools/deno run -A bench/fuse/statcpu.ts [--rounds N] [--passes P] [--base CHECKOUT] [--no-pin]
+ * [--servers "LABEL=ARGS;..."] (more cortexfsd targets with those arguments: this checkout's, and
+ * with `--base` the base's too)
  */
 import { update } from "../../src/store/generation.ts";
 import { mountedType } from "../../src/fuse/mount.ts";
@@ -15,8 +17,15 @@ const arg = (name: string, d: string) => {
   return i >= 0 ? Deno.args[i + 1] : d;
 };
 const rounds = Number(arg("--rounds", "15"));
+/** `--no-pin`: server and client on any CPU (as nobody pins them in use), else both on CPU 0. */
+const cpus = Deno.args.includes("--no-pin") ? `0-${navigator.hardwareConcurrency - 1}` : "0";
 const passes = Number(arg("--passes", "5"));
 const base = Deno.args.includes("--base") ? arg("--base", "") : null;
+/** More cortexfsd targets, each with more arguments: `--servers "RR=--mount-priority 1;..."`. */
+const servers = arg("--servers", "").split(";").filter((w) => w.includes("=")).map((w) => {
+  const at = w.indexOf("=");
+  return [w.slice(0, at).trim(), w.slice(at + 1).split(" ").filter(Boolean)] as const;
+});
 
 async function sh(cmd: string, args: string[]): Promise<string> {
   const o = await new Deno.Command(cmd, { args, stdout: "piped", stderr: "piped" }).output();
@@ -63,7 +72,7 @@ try {
   }
   const spawn = async (name: string, dir: string, argv: string[], at: string) => {
     const c = new Deno.Command("taskset", {
-      args: ["-c", "0", ...argv],
+      args: ["-c", cpus, ...argv],
       stdout: "null",
       stderr: "null",
     })
@@ -74,7 +83,15 @@ try {
   };
   Deno.mkdirSync(`${work}/m-C`);
   await spawn("C ref", `${work}/m-C`, [`${work}/ref`, backing, `${work}/m-C`, "0"], `${work}/m-C`);
-  for (const [name, tree] of [["cortexfsd", checkout], ...(base ? [["base", base]] : [])]) {
+  const builds: (readonly [string, string, readonly string[]])[] = [
+    ["cortexfsd", checkout, []],
+    ...(base ? [["base", base, []] as const] : []),
+    ...servers.flatMap(([name, args]) => [
+      [name, checkout, args] as const,
+      ...(base ? [[`base ${name}`, base, args] as const] : []),
+    ]),
+  ];
+  for (const [name, tree, more] of builds) {
     const m = `${work}/m-${name}`;
     Deno.mkdirSync(m);
     await spawn(name, m, [
@@ -90,15 +107,16 @@ try {
       `${work}/run-${name}`,
       "--ttl",
       "0",
+      ...more,
     ], `${m}/home/0/bench`);
   }
   const runs = new Map(targets.map((t) => [t.name, { rate: [] as number[], ns: [] as number[] }]));
-  for (const t of targets) await sh("taskset", ["-c", "0", `${work}/client`, "stat", t.dir, "1"]);
+  for (const t of targets) await sh("taskset", ["-c", cpus, `${work}/client`, "stat", t.dir, "1"]);
   for (let r = 0; r < rounds; r++) {
     for (const t of r % 2 ? [...targets].reverse() : targets) {
       const c0 = cpuNs(t.pid);
       const rate = Number(
-        await sh("taskset", ["-c", "0", `${work}/client`, "stat", t.dir, String(passes)]),
+        await sh("taskset", ["-c", cpus, `${work}/client`, "stat", t.dir, String(passes)]),
       );
       const c1 = cpuNs(t.pid);
       runs.get(t.name)!.rate.push(rate);
@@ -107,7 +125,9 @@ try {
   }
   const med = (a: number[]) => [...a].sort((x, y) => x - y)[a.length >> 1];
   const c = runs.get("C ref")!;
-  console.log(`stat loop, ${rounds} rounds of ${passes} x 10,000 stats, medians, all on CPU 0`);
+  console.log(
+    `stat loop, ${rounds} rounds of ${passes} x 10,000 stats, medians, on CPU ${cpus}`,
+  );
   console.log("| server | stat/s | x C ref | server CPU us/stat | x C ref |");
   console.log("|---|---|---|---|---|");
   for (const [name, v] of runs) {

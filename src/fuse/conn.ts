@@ -15,6 +15,7 @@ import {
 } from "../abi/fuse.ts";
 import { ERRNO } from "../abi/errno.ts";
 import * as libc from "../sys/libc.ts";
+import { POLL, PollFds } from "../sys/poll.ts";
 
 /** One parsed request. */
 export interface Request {
@@ -61,12 +62,18 @@ export interface FileSystem {
 export interface ConnOptions {
   /** Print one `rx`/`tx` line per request and reply to stderr. */
   debug?: boolean;
-  /** How long the loop waits for the next request on the JS thread before yielding (ms, default 1; 0 = never). */
+  /** How long an idle wait first blocks the JS thread before yielding (ms, default 1; 0 = never); not with `wake`, unless an answer is pending. */
   waitMs?: number;
   /** Where unexpected handler exceptions are logged (default: console.error). */
   log?: (line: string) => void;
   /** Ask for FUSE passthrough when the kernel offers it (default true; see {@link FileSystem.init}). */
   passthrough?: boolean;
+  /**
+   * An eventfd other threads ring when this thread's event loop needs a turn (a message for it).
+   * Given, an idle wait with no answer pending blocks this thread in poll(2) on the device and
+   * this fd, with no timeout: only for a thread that has nothing else to do (the mount's worker).
+   */
+  wake?: number;
 }
 
 const dec = new TextDecoder();
@@ -133,9 +140,17 @@ export class Conn {
   #reply = new Uint8Array(16 + MAX_WRITE + 4096);
   #replyView = new DataView(this.#reply.buffer);
   #out = this.#reply.subarray(16);
+  #drain = new Uint8Array(8);
   #stopped = false;
   #spinMs: number;
   #passthrough: boolean;
+  #wake: number;
+  /** Idle waits on the JS thread: the device and the wake fd, refilled per wait. */
+  #idle = new PollFds(2);
+  /** Answers still to come (Promises): their settling needs the event loop. */
+  #pending = 0;
+  /** Set by {@link unblock}: every idle wait goes through the event loop. */
+  #unblocked = false;
   /** Number of requests served (for the status file and benchmarks). */
   served = 0;
   /** Requests whose handler threw (answered EIO). */
@@ -148,6 +163,7 @@ export class Conn {
     this.#log = options.log ?? ((l) => console.error(l));
     this.#spinMs = options.waitMs ?? 1;
     this.#passthrough = options.passthrough ?? true;
+    this.#wake = options.wake ?? -1;
     const fl = libc.fcntl(fd, libc.F.GETFL);
     if (fl >= 0) libc.fcntl(fd, libc.F.SETFL, fl | libc.O.NONBLOCK);
   }
@@ -155,6 +171,14 @@ export class Conn {
   /** Ends {@link serve} at its next wake-up (used after an unmount we started). */
   stop(): void {
     this.#stopped = true;
+  }
+
+  /**
+   * From now on idle waits go through the event loop: work of this thread's own (an unmount
+   * under way) needs its turns, and no request may be what ends the wait.
+   */
+  unblock(): void {
+    this.#unblocked = true;
   }
 
   /**
@@ -167,6 +191,14 @@ export class Conn {
       const n = libc.read(this.fd, this.#buf);
       if (n < 0) {
         if (n === -ERRNO.EAGAIN) {
+          if (this.#wake >= 0 && this.#pending === 0 && !this.#unblocked) {
+            // Nothing but the device can need this thread: wait for it here, woken directly by
+            // the request (no thread hop, no timer). A ring means a message: let the event loop
+            // have the rest of this idle wait.
+            burst = 0;
+            if (!this.#block()) await libc.pollIn(this.fd, 1000);
+            continue;
+          }
           // A short blocking wait on this thread first: under a sequential load (a stat loop) the
           // next request comes within microseconds, and waking this thread directly costs far less
           // than the thread hop of an async poll. Idle for a millisecond: hand over to the event
@@ -189,6 +221,16 @@ export class Conn {
       }
     }
     return "stopped";
+  }
+
+  /** Waits on this thread for a request or a ring: false when it rang (the ring consumed). */
+  #block(): boolean {
+    const set = this.#idle;
+    set.set(0, this.fd, POLL.IN);
+    set.set(1, this.#wake, POLL.IN);
+    if (libc.pollSync(set, -1) <= 0 || set.revents(1) === 0) return true; // EINTR: read again
+    libc.read(this.#wake, this.#drain);
+    return false;
   }
 
   /** Parses and answers one request of `n` bytes; true when it was DESTROY. */
@@ -280,9 +322,14 @@ export class Conn {
     }
     if (answer instanceof Promise) {
       const unique = req.unique;
+      this.#pending++;
       answer.then(
-        (a) => this.#send(unique, typeof a === "number" && a > 0 ? -ERRNO.EIO : a),
+        (a) => {
+          this.#pending--;
+          this.#send(unique, typeof a === "number" && a > 0 ? -ERRNO.EIO : a);
+        },
         (e) => {
+          this.#pending--;
           this.#fail(nameOf(opcode), e);
           this.#send(unique, -ERRNO.EIO);
         },

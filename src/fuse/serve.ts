@@ -36,6 +36,12 @@ export interface MountServeOptions {
   /** Print rx/tx lines. */
   debug?: boolean;
   /**
+   * An eventfd the thread that asks for {@link MountHandle.stop} rings after asking: given, the
+   * serving thread waits for requests blocked in poll(2) (see `ConnOptions.wake`). Only for a
+   * thread of its own (the mount's worker).
+   */
+  wake?: number;
+  /**
    * FUSE passthrough for plain home/shared files when the kernel offers it (default true; needs
    * CAP_SYS_ADMIN, else every file stays served: spec/fuse.md "Passthrough").
    */
@@ -149,6 +155,7 @@ export function startMount(options: MountServeOptions): MountHandle {
     log,
     waitMs: options.waitMs,
     passthrough: options.passthrough,
+    wake: options.wake,
   });
   // A stop() that unmounted ends serving because of that unmount, whether the loop then reads
   // ENODEV or first sees the stop flag (which of the two wins is only timing).
@@ -162,6 +169,7 @@ export function startMount(options: MountServeOptions): MountHandle {
     fs,
     done,
     async stop() {
+      conn.unblock(); // the unmount's completion needs the event loop
       unmounted = (await unmountFuse(mounted)) === "unmounted";
       conn.stop();
       await done;

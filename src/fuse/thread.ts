@@ -2,6 +2,7 @@
 import { CtxError, type Errno } from "../abi/errno.ts";
 import type { Mounted } from "./mount.ts";
 import type { MountServeOptions } from "./serve.ts";
+import { Wake } from "../sys/listen.ts";
 
 /** Options for {@link startMountThread}: those of `startMount`, with hooks run on this thread. */
 export interface MountThreadOptions extends Omit<MountServeOptions, "log"> {
@@ -37,7 +38,10 @@ export interface MountThread {
 }
 
 /** The serializable part of the options, sent to the worker. */
-export type WorkerOptions = Omit<MountThreadOptions, "onAgent" | "onAgentGone">;
+export type WorkerOptions = Omit<MountThreadOptions, "onAgent" | "onAgentGone"> & {
+  /** The eventfd this thread rings after each message (the worker waits for requests blocked). */
+  wake: number;
+};
 
 /** Messages from this thread to the worker. */
 export type ToWorker =
@@ -66,13 +70,19 @@ export function startMountThread(options: MountThreadOptions): Promise<MountThre
   // one bundle per program) this module is inside the program's .js and worker.js lies beside it.
   const entry = import.meta.url.endsWith(".ts") ? "./worker.ts" : "./worker.js";
   const worker = new Worker(new URL(entry, import.meta.url).href, { type: "module" });
+  // The worker waits for requests blocked in poll(2), its event loop still: a message needs a ring.
+  const wake = new Wake();
   let over = false; // a hook may finish after the worker is gone: nothing left to tell it
   const post = (m: ToWorker) => {
-    if (!over) worker.postMessage(m);
+    if (over) return;
+    worker.postMessage(m);
+    wake.ring();
   };
   const end = () => {
+    if (over) return; // the wake fd is closed once: its number may be another file's by then
     over = true;
     worker.terminate();
+    wake.close();
   };
   let ended: ((why: MountEnd) => void) | null = null;
   let died: ((e: Error) => void) | null = null;
@@ -135,7 +145,7 @@ export function startMountThread(options: MountThreadOptions): Promise<MountThre
           return;
       }
     };
-    post({ type: "start", options: rest });
+    post({ type: "start", options: { ...rest, wake: wake.fd } });
   });
 }
 

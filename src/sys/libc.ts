@@ -96,6 +96,11 @@ export function pollInSync(fd: number, timeoutMs: number): number {
   return ret(sym.poll_sync(syncSet.buf, syncSet.count, timeoutMs));
 }
 
+/** poll(2) of `set` on this (the JS) thread: the number of ready entries, or -errno. Blocks the event loop. */
+export function pollSync(set: PollFds, timeoutMs: number): number {
+  return ret(sym.poll_sync(set.buf, set.count, timeoutMs));
+}
+
 /**
  * True when the peer of socket `fd` has closed its end entirely (POLLHUP, polled without
  * waiting), as opposed to only its write side (a half-close: EOF to read, but replies still reach
