@@ -10,8 +10,8 @@
  * [--servers "LABEL=ARGS;LABEL=ARGS"].
  * `status` is served by the loaded cortexfsd with no scheduling flag (cortexfsd's default); each
  * `--servers` entry is one more cortexfsd with those arguments, nothing loading it, whose
- * `status LABEL` is stat'ed in the same loop (default `RR 1=--mount-priority 1`: the serving
- * thread at SCHED_RR 1): several policies under one load in one run.
+ * `status LABEL` is stat'ed in the same loop (default `ordinary=--mount-priority 0`: the serving
+ * thread always at the ordinary policy): several policies under one load in one run.
  *
  * `--agents` adds agent variants, each a cortexfsd of its own whose two agents (the flood, `coder`)
  * are started before the phases and then lowered from outside, every thread of the instance (so
@@ -42,7 +42,7 @@ const DELTAS = arg("--deltas", 20000), CALLS = arg("--calls", 20);
 const ROUNDS = arg("--rounds", 1), IDLE_MS = arg("--idle-ms", 2000), ALONE = arg("--alone", 0);
 const SETSID = Deno.args.includes("--setsid") ? ["setsid"] : [];
 /** The unloaded daemons stat'ed in the same loop: label and cortexfsd arguments. */
-const SERVERS = sarg("--servers", "RR 1=--mount-priority 1").split(";")
+const SERVERS = sarg("--servers", "ordinary=--mount-priority 0").split(";")
   .filter((w) => w.trim())
   .map((w) => {
     const at = w.indexOf("=");

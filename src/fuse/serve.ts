@@ -41,6 +41,8 @@ export interface MountServeOptions {
    * thread of its own (the mount's worker).
    */
   wake?: number;
+  /** Called on the serving thread when it wakes for requests and in bursts (its scheduling: rt.ts). */
+  tick?: () => void;
   /**
    * FUSE passthrough for plain home/shared files when the kernel offers it (default true; needs
    * CAP_SYS_ADMIN, else every file stays served: spec/fuse.md "Passthrough").
@@ -156,6 +158,7 @@ export function startMount(options: MountServeOptions): MountHandle {
     waitMs: options.waitMs,
     passthrough: options.passthrough,
     wake: options.wake,
+    tick: options.tick,
   });
   // A stop() that unmounted ends serving because of that unmount, whether the loop then reads
   // ENODEV or first sees the stop flag (which of the two wins is only timing).

@@ -13,9 +13,9 @@ export interface MountThreadOptions extends Omit<MountServeOptions, "log"> {
    */
   hookWaitMs?: number;
   /**
-   * SCHED_RR priority (1-99) of the serving thread, or 0 for the ordinary policy (the default): at
-   * SCHED_RR a FUSE request on a busy machine waits for no agent's process, but a sequential
-   * client's requests cost more (spec/fuse.md "Running").
+   * SCHED_RR priority (1-99) of the serving thread, or 0 for the ordinary policy (the default
+   * here; cortexfsd's is 1): at SCHED_RR a FUSE request on a busy machine waits for no agent's
+   * process; while the thread uses over half a CPU it drops to the ordinary policy (rt.ts).
    */
   priority?: number;
 }

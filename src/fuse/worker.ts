@@ -1,6 +1,7 @@
 /** The mount's Worker: serves /ctx (startMount) and does nothing else; hooks go to the parent. */
 import { CtxError, errnoName, toCtxError } from "../abi/errno.ts";
 import * as libc from "../sys/libc.ts";
+import { RealTime } from "./rt.ts";
 import { type MountHandle, startMount } from "./serve.ts";
 import type { FromWorker, ToWorker, WorkerOptions } from "./thread.ts";
 
@@ -44,11 +45,11 @@ function remote(hook: "onAgent" | "onAgentGone", ms: number) {
  * `priority`: under load a request is answered as soon as it arrives, not after the agents' CPU
  * slices. What it got, for the daemon's log.
  */
-function schedule(priority: number): string {
-  if (priority === 0) return "ordinary";
+function schedule(priority: number): { sched: string; rt?: RealTime } {
+  if (priority === 0) return { sched: "ordinary" };
   const r = libc.setSched(libc.SCHED.RR, priority);
-  if (r === 0) return `SCHED_RR ${priority}`;
-  return `ordinary: SCHED_RR ${priority} refused (${errnoName(-r)})`;
+  if (r === 0) return { sched: `SCHED_RR ${priority}`, rt: new RealTime(priority) };
+  return { sched: `ordinary: SCHED_RR ${priority} refused (${errnoName(-r)})` };
 }
 
 function start(options: WorkerOptions): void {
@@ -58,13 +59,15 @@ function start(options: WorkerOptions): void {
   try {
     // Before the mount starts any thread of its own; the spawns it makes drop to the ordinary
     // policy (libc.ordinary), so no child inherits it.
-    sched = schedule(priority ?? 0);
+    const s = schedule(priority ?? 0);
+    sched = s.sched;
     // startMount sets umask 0; with an fs_struct of its own that holds for this thread only, so
     // the runtime's thread (and what it spawns) keeps the umask the process was started with.
     const r = libc.unshareFs();
     if (r < 0) throw new CtxError("EIO", `unshare(CLONE_FS) failed: errno ${-r}`);
     handle = startMount({
       ...serve,
+      tick: s.rt ? () => s.rt?.tick() : undefined,
       onAgent: remote("onAgent", ms),
       onAgentGone: remote("onAgentGone", ms),
     });

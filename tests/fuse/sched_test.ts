@@ -1,4 +1,4 @@
-/** The mount's serving thread at SCHED_RR with --mount-priority N (ordinary by default); the host's own thread, the agent instances and the fusermount3 helper never inherit it. */
+/** The mount's serving thread at SCHED_RR with --mount-priority N (1 by default, 0: ordinary) while it uses under half a CPU; the host's own thread, the agent instances and the fusermount3 helper never inherit it. */
 import { assert, assertEquals } from "../assert.ts";
 import { mountedType } from "../../src/fuse/mod.ts";
 import {
@@ -6,8 +6,10 @@ import {
   cleanup,
   ctxOn,
   type Daemon,
+  DENO,
   makeTree,
   receiptAt,
+  servingWait,
   startDaemon,
   type Tree,
   until,
@@ -63,11 +65,56 @@ Deno.test("--mount-priority 1: the mount's serving thread runs at SCHED_RR 1; th
   });
 });
 
-Deno.test("by default every thread of cortexfsd runs at the ordinary policy", async () => {
+Deno.test("by default the serving thread runs at SCHED_RR 1; with --mount-priority 0 every thread of cortexfsd runs at the ordinary policy", async () => {
   await withDaemon([], async (tree, d) => {
+    assert((await Deno.stat(`${tree.mount}/status`)).isFile);
+    const fast = rr(d.child.pid);
+    assert(fast.length >= 1 && fast.every((t) => t.rt === 1 && t.tid !== d.child.pid), d.log());
+    assert(d.log().includes("serving thread: SCHED_RR 1\n"), d.log());
+  });
+  await withDaemon(["--mount-priority", "0"], async (tree, d) => {
     assert((await Deno.stat(`${tree.mount}/status`)).isFile);
     assertEquals(rr(d.child.pid), []);
     assert(d.log().includes("serving thread: ordinary\n"), d.log());
+  });
+});
+
+function policyOf(pid: number, tid: number): number {
+  return threads(pid).find((t) => t.tid === tid)?.policy ?? -1;
+}
+
+Deno.test("a flood of requests drops the serving thread to the ordinary policy; once the mount is quiet again, it is back at SCHED_RR", async () => {
+  await withDaemon(["--ttl", "0"], async (tree, d) => {
+    const pid = d.child.pid;
+    assert((await Deno.stat(`${tree.mount}/status`)).isFile);
+    const tid = Number((await servingWait(pid)).tid);
+    assertEquals(policyOf(pid, tid), 2);
+    const target = `${tree.mount}/home/0`;
+    Deno.mkdirSync(target, { recursive: true });
+    // Three clients stat'ing as fast as they can (uncached: --ttl 0) keep the device from running
+    // dry: the thread then uses nearly a CPU.
+    const flood = [0, 1, 2].map(() =>
+      new Deno.Command(DENO, {
+        args: ["eval", `while (true) Deno.statSync(${JSON.stringify(target)});`],
+        stdout: "null",
+        stderr: "null",
+      }).spawn()
+    );
+    try {
+      await until(
+        () => policyOf(pid, tid) === 0,
+        "the flooded thread at the ordinary policy",
+      );
+    } finally {
+      for (const c of flood) c.kill("SIGKILL");
+      await Promise.all(flood.map((c) => c.status));
+    }
+    // Quiet: the next request's wake finds its share low, and it serves at SCHED_RR again.
+    await until(() => {
+      Deno.statSync(`${tree.mount}/status`);
+      return policyOf(pid, tid) === 2;
+    }, "the serving thread back at SCHED_RR");
+    assert(d.log().includes("serving thread: SCHED_RR 1\n"), d.log());
   });
 });
 
