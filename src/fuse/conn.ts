@@ -74,8 +74,8 @@ export interface ConnOptions {
    * this fd, with no timeout: only for a thread that has nothing else to do (the mount's worker).
    */
   wake?: number;
-  /** Called on this thread when it wakes for requests, and every 128 requests of a burst. */
-  tick?: () => void;
+  /** Called on this thread when it wakes for requests (false), and every 128 requests of a burst (true). */
+  tick?: (burst: boolean) => void;
 }
 
 const dec = new TextDecoder();
@@ -147,7 +147,7 @@ export class Conn {
   #spinMs: number;
   #passthrough: boolean;
   #wake: number;
-  #tick: (() => void) | undefined;
+  #tick: ((burst: boolean) => void) | undefined;
   /** Idle waits on the JS thread: the device and the wake fd, refilled per wait. */
   #idle = new PollFds(2);
   /** Answers still to come (Promises): their settling needs the event loop. */
@@ -201,7 +201,7 @@ export class Conn {
             // have the rest of this idle wait.
             burst = 0;
             if (!this.#block()) await libc.pollIn(this.fd, 1000);
-            this.#tick?.();
+            this.#tick?.(false);
             continue;
           }
           // A short blocking wait on this thread first: under a sequential load (a stat loop) the
@@ -211,7 +211,7 @@ export class Conn {
           if (libc.pollInSync(this.fd, this.#spinMs) > 0) continue;
           burst = 0;
           await libc.pollIn(this.fd, 1000);
-          this.#tick?.();
+          this.#tick?.(false);
           continue;
         }
         if (n === -ERRNO.EINTR || n === -ERRNO.ENOENT) continue; // ENOENT: request aborted
@@ -223,7 +223,7 @@ export class Conn {
       // turn now and then (a zero-timeout poll is a cheap trip through the event loop).
       if (++burst >= 128) {
         burst = 0;
-        this.#tick?.();
+        this.#tick?.(true);
         await libc.pollIn(this.fd, 0);
       }
     }

@@ -8,6 +8,8 @@ import * as libc from "../sys/libc.ts";
 
 /** How often the thread's CPU share is looked at (ms of wall time, checked when it runs). */
 const WINDOW_MS = 100;
+/** The longest the thread serves one burst (no idle wait in between) at SCHED_RR (ms). */
+const RUN_MS = 10;
 
 /** Options for {@link RealTime}. */
 export interface RealTimeOptions {
@@ -33,6 +35,8 @@ export class RealTime {
   readonly #now: () => number;
   #start: number;
   #ran: number;
+  /** When the thread last woke from an idle wait. */
+  #woke: number;
   /** At SCHED_RR now (false: dropped to the ordinary policy for using too much). */
   rr = true;
   /** Times it dropped to the ordinary policy (status, tests). */
@@ -46,31 +50,37 @@ export class RealTime {
     this.#cpu = options.cpu ?? threadCpu;
     this.#set = options.set ?? libc.setSched;
     this.#now = options.now ?? (() => performance.now());
-    this.#start = this.#now();
+    this.#start = this.#woke = this.#now();
     this.#ran = this.#cpu();
   }
 
   /**
-   * Called when the thread wakes for a request and now and then in a burst: once a window has
-   * passed, its share of a CPU over it decides the policy. Idle, it is never called, and the first
-   * wake after measures the idle time too (back to SCHED_RR).
+   * Called when the thread wakes for a request (`burst` false) and every 128 requests of a burst
+   * (true). A burst that has run {@link RUN_MS} without an idle wait drops to the ordinary
+   * policy at once: no caller keeps a CPU's ordinary tasks waiting longer than that. Otherwise,
+   * once a window has passed, the thread's share of a CPU over it decides. Idle, it is never
+   * called, and the first wake after measures the idle time too (back to SCHED_RR).
    */
-  tick(): void {
+  tick(burst: boolean): void {
     const now = this.#now();
+    if (!burst) this.#woke = now;
+    else if (this.rr && now - this.#woke >= RUN_MS) this.#drop();
     const wall = now - this.#start;
     if (wall < WINDOW_MS) return;
     const ran = this.#cpu();
     const share = (ran - this.#ran) / (wall * 1e6);
     this.#start = now;
     this.#ran = ran;
-    if (this.rr && share > this.#over) {
-      if (this.#set(libc.SCHED.OTHER, 0) === 0) {
-        this.rr = false;
-        this.drops++;
-      }
-    } else if (!this.rr && share < this.#under) {
+    if (this.rr && share > this.#over) this.#drop();
+    else if (!this.rr && share < this.#under) {
       if (this.#set(libc.SCHED.RR, this.#priority) === 0) this.rr = true;
     }
+  }
+
+  #drop(): void {
+    if (this.#set(libc.SCHED.OTHER, 0) !== 0) return;
+    this.rr = false;
+    this.drops++;
   }
 }
 

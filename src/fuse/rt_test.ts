@@ -13,11 +13,11 @@ function fake(refuse = false) {
       return refuse ? -1 : 0;
     },
   });
-  /** `ms` of wall time pass, the thread running `share` of it; then it wakes (tick). */
-  const run = (ms: number, share: number) => {
+  /** `ms` of wall time pass, the thread running `share` of it; then it wakes (or, `burst`, serves on). */
+  const run = (ms: number, share: number, burst = false) => {
     t.wall += ms;
     t.cpu += ms * share * 1e6;
-    rt.tick();
+    rt.tick(burst);
   };
   return { t, rt, run };
 }
@@ -41,5 +41,20 @@ Deno.test("RealTime: over half a CPU across a window drops to the ordinary polic
 Deno.test("RealTime: a refused switch changes nothing it reports", () => {
   const { rt, run } = fake(true);
   run(200, 1);
+  run(20, 1, true);
   assertEquals([rt.rr, rt.drops], [true, 0]);
+});
+
+Deno.test("RealTime: one burst 10 ms long without an idle wait drops to the ordinary policy at once; a share under a quarter brings it back", () => {
+  const { t, rt, run } = fake();
+  run(1, 0.1); // a wake
+  run(5, 1, true); // 5 ms into the burst: on
+  assertEquals(t.calls, []);
+  run(5, 1, true); // 10 ms
+  assertEquals(t.calls, [[SCHED.OTHER, 0]]);
+  assertEquals([rt.rr, rt.drops], [false, 1]);
+  run(1_000, 0.001); // then quiet: the next wake's window is under a quarter
+  assertEquals(t.calls, [[SCHED.OTHER, 0], [SCHED.RR, 3]]);
+  run(5, 1, true); // a burst counts from its own wake
+  assertEquals(t.calls.length, 2);
 });

@@ -42,7 +42,7 @@ export interface MountServeOptions {
    */
   wake?: number;
   /** Called on the serving thread when it wakes for requests and in bursts (its scheduling: rt.ts). */
-  tick?: () => void;
+  tick?: (burst: boolean) => void;
   /**
    * FUSE passthrough for plain home/shared files when the kernel offers it (default true; needs
    * CAP_SYS_ADMIN, else every file stays served: spec/fuse.md "Passthrough").

@@ -67,7 +67,7 @@ function start(options: WorkerOptions): void {
     if (r < 0) throw new CtxError("EIO", `unshare(CLONE_FS) failed: errno ${-r}`);
     handle = startMount({
       ...serve,
-      tick: s.rt ? () => s.rt?.tick() : undefined,
+      tick: s.rt ? (burst) => s.rt?.tick(burst) : undefined,
       onAgent: remote("onAgent", ms),
       onAgentGone: remote("onAgentGone", ms),
     });
