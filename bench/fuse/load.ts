@@ -26,6 +26,8 @@
  * idle phase of its own (other users of the machine come and go). `--alone N`: then the flood agent's
  * `ctx agent send` N times per variant with nothing else running (interleaved), wall time.
  * `--setsid`: every cortexfsd in a session of its own, as a service is (default: this one's).
+ * `--lat-rr`, a diagnostic: the client that times the stats runs at SCHED_RR 1 (`chrt`), so what
+ * is left of a p99 is the servers' and the kernel's, not the client's own wake-up on busy CPUs.
  */
 import { cleanup, CTX, type Daemon, DENO, makeTree, startDaemon } from "../../tests/fixture/mod.ts";
 import { createAgent } from "../../src/store/agent_new.ts";
@@ -41,6 +43,8 @@ const sarg = (name: string, dflt: string) => {
 const DELTAS = arg("--deltas", 20000), CALLS = arg("--calls", 20);
 const ROUNDS = arg("--rounds", 1), IDLE_MS = arg("--idle-ms", 2000), ALONE = arg("--alone", 0);
 const SETSID = Deno.args.includes("--setsid") ? ["setsid"] : [];
+/** `--lat-rr` (a diagnostic): the stat-timing client at SCHED_RR 1, so its own wake-up waits for no one. */
+const LAT_PREFIX = Deno.args.includes("--lat-rr") ? ["chrt", "-r", "1"] : [];
 /** The unloaded daemons stat'ed in the same loop: label and cortexfsd arguments. */
 const SERVERS = sarg("--servers", "ordinary=--mount-priority 0").split(";")
   .filter((w) => w.trim())
@@ -110,7 +114,9 @@ async function sample(
   stop: string,
   phase: () => Promise<void>,
 ): Promise<Record<string, number[]>> {
-  const child = new Deno.Command(bin, { args: ["lat", stop, ...paths], stdout: "piped" }).spawn();
+  const [cmd, ...pre] = [...LAT_PREFIX, bin];
+  const child = new Deno.Command(cmd, { args: [...pre, "lat", stop, ...paths], stdout: "piped" })
+    .spawn();
   const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
   let text = "";
   while (!text.includes("ready\n")) text += (await reader.read()).value ?? "";
