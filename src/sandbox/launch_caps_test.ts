@@ -2,35 +2,12 @@
 import { assert, assertEquals } from "../../tests/assert.ts";
 import { gone } from "../../tests/fixture/proc.ts";
 import { until } from "../../tests/fixture/wait.ts";
+import { sandboxDirs, sandboxSpec } from "../../tests/fixture/sandbox.ts";
 import { dropArgv, INSTANCE_CAPS } from "../runtime/caps.ts";
-import { agentEnv } from "./env.ts";
 import { launch } from "./launch.ts";
 import { procUid, type Receipt, receiptLive } from "./receipt.ts";
 
 const UID = 65534;
-
-/** ctx, ws (the uid's, so its command can write there) and home under a fresh 0755 base. */
-async function dirs(): Promise<string> {
-  const base = await Deno.makeTempDir({ prefix: "cortexfs-sbx-caps-" });
-  await Deno.chmod(base, 0o755);
-  for (const d of ["ctx", "ws", "home"]) await Deno.mkdir(`${base}/${d}`);
-  await Deno.chown(`${base}/ws`, UID, UID);
-  return base;
-}
-
-/** A sandbox of uid 65534 running `command`. */
-function spec(base: string, command: string[]) {
-  return {
-    ctx: `${base}/ctx`,
-    workspace: `${base}/ws`,
-    home: `${base}/home`,
-    uid: UID,
-    gid: UID,
-    network: false,
-    env: agentEnv({ agent: "coder", subject: "coder_t", uid: UID, ctxPath: ["/ctx/tool"] }),
-    command,
-  };
-}
 
 /** A child deno running `code` as an instance runs: root, with exactly the instance's capabilities (dropArgv). */
 interface Instance {
@@ -97,7 +74,7 @@ Deno.test({
     "launch() in a process without CAP_KILL (an instance): an abort while a uid's sandbox runs kills its init as that uid, and launch() ends cancelled",
   ignore: Deno.uid() !== 0,
   async fn() {
-    const base = await dirs();
+    const base = await sandboxDirs(UID);
     // The command signals that it runs (a file in the workspace), then would sleep its 600 s:
     // only the abort's SIGKILL of the init ends it.
     const command = ["/bin/bash", "-c", "touch /workspace/up; exec sleep 600"];
@@ -106,7 +83,7 @@ Deno.test({
       const { until } = await import("${import.meta.resolve("../../tests/fixture/wait.ts")}");
       const ac = new AbortController();
       let receipt;
-      const ran = launch(${JSON.stringify(spec(base, command))}, {
+      const ran = launch(${JSON.stringify(sandboxSpec(base, command, UID))}, {
         signal: ac.signal,
         onReceipt(r) {
           receipt = r;
@@ -146,12 +123,15 @@ Deno.test({
     "reapInit() in a process without CAP_KILL (an instance) SIGKILLs a uid's sandbox init that outlives its bound, as that uid, and sees it end",
   ignore: Deno.uid() !== 0,
   async fn() {
-    const base = await dirs();
+    const base = await sandboxDirs(UID);
     // A real sandbox of uid 65534, launched here (root): its command would sleep its 600 s.
     const ac = new AbortController();
     let receipt: Receipt | undefined;
     let ended: { code?: number; errno?: string } | undefined;
-    launch(spec(base, ["/bin/sleep", "600"]), { signal: ac.signal, onReceipt: (r) => receipt = r })
+    launch(sandboxSpec(base, ["/bin/sleep", "600"], UID), {
+      signal: ac.signal,
+      onReceipt: (r) => receipt = r,
+    })
       .then((r) => ended = { code: r.code }, (e) => ended = { errno: e?.errno ?? String(e) });
     let inst: Instance | undefined;
     try {

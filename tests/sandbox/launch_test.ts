@@ -2,7 +2,6 @@
 import net from "node:net";
 import { assert, assertEquals } from "../assert.ts";
 import {
-  agentEnv,
   doctor,
   gate,
   launch,
@@ -13,35 +12,16 @@ import {
 } from "../../src/sandbox/mod.ts";
 import { gateFds, inheriting, spawnSandbox } from "../../src/sandbox/launch.ts";
 import { close, F, fcntl } from "../../src/sys/libc.ts";
-
-async function dirs() {
-  const base = await Deno.makeTempDir({ prefix: "cortexfs-sbx-test-" });
-  await Deno.chmod(base, 0o755);
-  for (const d of ["ctx", "ws", "home"]) await Deno.mkdir(`${base}/${d}`);
-  return base;
-}
-
-function spec(base: string, command: string[]) {
-  return {
-    ctx: `${base}/ctx`,
-    workspace: `${base}/ws`,
-    home: `${base}/home`,
-    uid: 0,
-    gid: 0,
-    network: false,
-    env: agentEnv({ agent: "coder", subject: "coder_t", uid: 0, ctxPath: ["/ctx/tool"] }),
-    command,
-  };
-}
+import { sandboxDirs, sandboxSpec } from "../fixture/sandbox.ts";
 
 Deno.test("launch() passes no fd above 2 into the sandbox, even a leaked non-CLOEXEC listener", async () => {
-  const base = await dirs();
+  const base = await sandboxDirs();
   // Deno's node:net Unix listener is created without close-on-exec (platform-notes).
   const server = net.createServer();
   await new Promise<void>((ok) => server.listen(`${base}/leak.sock`, ok));
   const file = Deno.openSync(`${base}/ctx/open-file`, { write: true, create: true });
   try {
-    const r = await launch(spec(base, ["/bin/bash", "-c", "ls /proc/$$/fd; true"]));
+    const r = await launch(sandboxSpec(base, ["/bin/bash", "-c", "ls /proc/$$/fd; true"]));
     assertEquals(new TextDecoder().decode(r.stdout), "0\n1\n2\n");
     assertEquals(r.code, 0);
   } finally {
@@ -52,10 +32,10 @@ Deno.test("launch() passes no fd above 2 into the sandbox, even a leaked non-CLO
 });
 
 Deno.test("launch() records the sandbox init's pid and start time before the command runs", async () => {
-  const base = await dirs();
+  const base = await sandboxDirs();
   try {
     let seen: { receipt: Receipt; ranEarly: boolean; live: boolean } | undefined;
-    const r = await launch(spec(base, ["/bin/bash", "-c", "echo ran > /workspace/ran"]), {
+    const r = await launch(sandboxSpec(base, ["/bin/bash", "-c", "echo ran > /workspace/ran"]), {
       onReceipt(receipt) {
         let ranEarly = true;
         try {
@@ -78,12 +58,12 @@ Deno.test("launch() records the sandbox init's pid and start time before the com
 });
 
 Deno.test("launch() passes the command's exit code and kills the namespace on abort", async () => {
-  const base = await dirs();
+  const base = await sandboxDirs();
   try {
-    assertEquals((await launch(spec(base, ["/bin/bash", "-c", "exit 7"]))).code, 7);
+    assertEquals((await launch(sandboxSpec(base, ["/bin/bash", "-c", "exit 7"]))).code, 7);
     const ac = new AbortController();
     let receipt: Receipt | undefined;
-    const p = launch(spec(base, ["/bin/sleep", "30"]), {
+    const p = launch(sandboxSpec(base, ["/bin/sleep", "30"]), {
       signal: ac.signal,
       onReceipt(r) {
         receipt = r;
@@ -126,7 +106,7 @@ Deno.test("the gate stops when a descriptor it hands over is not open: exit 126,
 });
 
 Deno.test("the gate keeps the fds it hands over at their own numbers (3 and 4 too: info and block go to the next free) and closes every other", async () => {
-  const base = await dirs();
+  const base = await sandboxDirs();
   try {
     assertEquals(gateFds([4, 3]), { info: 5, block: 6 });
     assertEquals(gateFds([]), { info: 3, block: 4 });
@@ -182,7 +162,7 @@ function cloexec(fd: number): boolean {
 }
 
 Deno.test("a workspace fd and a protect fd reach bwrap (a 0700 directory of another uid) and nothing of them the command: ls /proc/self/fd sees 0-2 and its own", async () => {
-  const base = await dirs();
+  const base = await sandboxDirs();
   // A directory only its owner may read, as a user's cwd often is.
   Deno.chmodSync(`${base}/ws`, 0o700);
   Deno.chownSync(`${base}/ws`, 65534, 65534);
@@ -193,7 +173,7 @@ Deno.test("a workspace fd and a protect fd reach bwrap (a 0700 directory of anot
   const ws = openDir(`${base}/ws`), git = openDir(`${base}/ws/.git`);
   try {
     const r = await launch({
-      ...spec(base, [
+      ...sandboxSpec(base, [
         "/bin/bash",
         "-c",
         "ls /proc/self/fd; ls -a /workspace; touch /workspace/new; touch /workspace/.git/x || echo ro; ls /workspace",
@@ -218,7 +198,7 @@ Deno.test("a workspace fd and a protect fd reach bwrap (a 0700 directory of anot
 });
 
 Deno.test("inheriting(): the fds are inheritable during the spawn only, close-on-exec again after it, a failed one too", async () => {
-  const base = await dirs();
+  const base = await sandboxDirs();
   const a = openDir(`${base}/ws`), b = openDir(`${base}/home`);
   try {
     assertEquals([cloexec(a), cloexec(b)], [true, true]);
@@ -248,7 +228,7 @@ Deno.test("inheriting(): the fds are inheritable during the spawn only, close-on
     assertEquals([spawned, cloexec(a), cloexec(b)], [false, true, true]);
     // launch() with a protect fd that is not open: EBADF, the workspace fd close-on-exec again.
     const err = await launch({
-      ...spec(base, ["/bin/true"]),
+      ...sandboxSpec(base, ["/bin/true"]),
       workspace: { fd: a },
       protect: [{ fd: 9999, dst: "/workspace/.git" }],
     }).then(() => null, (e) => e);
@@ -261,14 +241,14 @@ Deno.test("inheriting(): the fds are inheritable during the spawn only, close-on
 });
 
 Deno.test("spawnSandbox() (an executable agent's step) binds a workspace fd the same way: the command sees fds 0-2 and its own, the host's fd is close-on-exec again", async () => {
-  const base = await dirs();
+  const base = await sandboxDirs();
   Deno.chmodSync(`${base}/ws`, 0o700);
   Deno.chownSync(`${base}/ws`, 65534, 65534);
   Deno.writeTextFileSync(`${base}/ws/seen`, "here\n");
   const ws = openDir(`${base}/ws`);
   try {
     const sbx = spawnSandbox({
-      ...spec(base, ["/bin/bash", "-c", "ls /proc/self/fd; cat /workspace/seen"]),
+      ...sandboxSpec(base, ["/bin/bash", "-c", "ls /proc/self/fd; cat /workspace/seen"]),
       uid: 65534,
       gid: 65534,
       workspace: { fd: ws },
