@@ -354,10 +354,13 @@ function report(
     const ours = m("cortexfsd"),
       pt = has("passthrough_ll") ? m("passthrough_ll") : NaN,
       tmp = has("tmpfs") ? m("tmpfs") : NaN;
+    // A ratio over a target left out of the run (--targets) reads "-", not NaN.
+    const ratio = (a: number, b: number, digits: number, unit = "") =>
+      Number.isNaN(a / b) ? "-" : `${(a / b).toFixed(digits)}${unit}`;
     console.log(
-      `| ${w.name} | ${cells.join(" | ")} | ${(ours / tmp).toFixed(1)}x | ${
-        (pt / tmp).toFixed(1)
-      }x | ${(ours / pt).toFixed(2)} |`,
+      `| ${w.name} | ${cells.join(" | ")} | ${ratio(ours, tmp, 1, "x")} | ${
+        ratio(pt, tmp, 1, "x")
+      } | ${ratio(ours, pt, 2)} |`,
     );
   }
   console.log("\nrequests by opcode (last round):");
