@@ -36,9 +36,9 @@ export interface MountServeOptions {
   /** Print rx/tx lines. */
   debug?: boolean;
   /**
-   * An eventfd the thread that asks for {@link MountHandle.stop} rings after asking: given, the
-   * serving thread waits for requests blocked in poll(2) (see `ConnOptions.wake`). Only for a
-   * thread of its own (the mount's worker).
+   * An eventfd another thread rings after each message it posts to the serving thread (the stop
+   * among them): given, the serving thread waits for requests blocked in poll(2) (see
+   * `ConnOptions.wake`). Only for a thread of its own (the mount's worker, set up by thread.ts).
    */
   wake?: number;
   /** Called on the serving thread when it wakes for requests and in bursts (its scheduling: rt.ts). */
