@@ -14,7 +14,7 @@ import {
 import { Conn } from "./conn.ts";
 import { CtxFs } from "./ctxfs.ts";
 import { type Mounted, mountFuse, prepareMountpoint, unmountFuse } from "./mount.ts";
-import { statusText } from "./status.ts";
+import { type Serving, statusText } from "./status.ts";
 
 /** Options for {@link startMount}. */
 export interface MountServeOptions {
@@ -43,6 +43,8 @@ export interface MountServeOptions {
   wake?: number;
   /** Called on the serving thread when it wakes for requests and in bursts (its scheduling: rt.ts). */
   tick?: (burst: boolean) => void;
+  /** The serving thread's scheduling now, for the status file. */
+  serving?: () => Serving;
   /**
    * FUSE passthrough for plain home/shared files when the kernel offers it (default true; needs
    * CAP_SYS_ADMIN, else every file stays served: spec/fuse.md "Passthrough").
@@ -139,6 +141,7 @@ export function startMount(options: MountServeOptions): MountHandle {
         mount: options.mount,
         started,
         pid: Deno.pid,
+        serving: options.serving,
       }),
     commit: (abiPath, bytes, o) => commitControl(root, abiPath, bytes, o),
     check: (abiPath, bytes, o) => checkCommit(root, abiPath, bytes, o),

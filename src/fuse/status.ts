@@ -11,6 +11,18 @@ export interface StatusInfo {
   started: number;
   /** Daemon pid. */
   pid: number;
+  /** The serving thread's scheduling now (absent: served in-thread, nothing to tell). */
+  serving?: () => Serving;
+}
+
+/** The serving thread's scheduling, as `status` shows it. */
+export interface Serving {
+  /** `SCHED_RR` or `ordinary` now. */
+  policy: "SCHED_RR" | "ordinary";
+  /** Its SCHED_RR priority (0: always ordinary, by --mount-priority 0 or a refusal). */
+  priority: number;
+  /** Times it dropped to the ordinary policy for using over half a CPU, or one long burst (rt.ts). */
+  drops: number;
 }
 
 function read(path: string): string | null {
@@ -50,6 +62,7 @@ export function statusText(root: string, info: StatusInfo): string {
     mount: info.mount,
     pid: info.pid,
     uptime_s: Math.floor((Date.now() - info.started) / 1000),
+    ...(info.serving ? { serving: info.serving() } : {}),
     agents,
   }) + "\n";
 }

@@ -5,7 +5,8 @@ import type { MountServeOptions } from "./serve.ts";
 import { Wake } from "../sys/listen.ts";
 
 /** Options for {@link startMountThread}: those of `startMount`, with hooks run on this thread. */
-export interface MountThreadOptions extends Omit<MountServeOptions, "log" | "wake" | "tick"> {
+export interface MountThreadOptions
+  extends Omit<MountServeOptions, "log" | "wake" | "tick" | "serving"> {
   /**
    * Longest a RENAME/UNLINK reply in `agent/` waits for its hook (ms, default 5000). The kernel
    * holds `agent/`'s directory lock until that reply; a hook stuck behind a synchronous call of

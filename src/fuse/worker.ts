@@ -68,6 +68,11 @@ function start(options: WorkerOptions): void {
     handle = startMount({
       ...serve,
       tick: s.rt ? (burst) => s.rt?.tick(burst) : undefined,
+      serving: () => ({
+        policy: s.rt?.rr ? "SCHED_RR" : "ordinary",
+        priority: s.rt ? priority ?? 0 : 0,
+        drops: s.rt?.drops ?? 0,
+      }),
       onAgent: remote("onAgent", ms),
       onAgentGone: remote("onAgentGone", ms),
     });

@@ -62,6 +62,7 @@ Deno.test("status is dynamic JSON and read-only (EROFS even for root); bin/ has 
         mount: tree.mount,
         pid: 0,
         uptime_s: 0,
+        serving: { policy: "SCHED_RR", priority: 1, drops: 0 }, // cortexfsd's default
         agents: [{ name: "coder", state: "idle", pid: null }], // socket armed, no instance yet
       },
     );

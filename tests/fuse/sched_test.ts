@@ -76,6 +76,11 @@ Deno.test("by default the serving thread runs at SCHED_RR 1; with --mount-priori
     assert((await Deno.stat(`${tree.mount}/status`)).isFile);
     assertEquals(rr(d.child.pid), []);
     assert(d.log().includes("serving thread: ordinary\n"), d.log());
+    assertEquals(JSON.parse(Deno.readTextFileSync(`${tree.mount}/status`)).serving, {
+      policy: "ordinary",
+      priority: 0,
+      drops: 0,
+    });
   });
 });
 
@@ -117,6 +122,11 @@ Deno.test("a flood of requests drops the serving thread to the ordinary policy; 
       return policyOf(pid, tid) === 2;
     }, "the serving thread back at SCHED_RR");
     assert(d.log().includes("serving thread: SCHED_RR 1\n"), d.log());
+    // The status file tells it: real-time now, and how often it was not.
+    const serving = JSON.parse(Deno.readTextFileSync(`${tree.mount}/status`)).serving;
+    assertEquals(serving.policy, "SCHED_RR");
+    assertEquals(serving.priority, 1);
+    assert(serving.drops >= 1, JSON.stringify(serving));
   });
 });
 
