@@ -186,8 +186,9 @@ export class Conn {
   }
 
   /**
-   * The hybrid loop: drain requests with synchronous reads on this thread; only when the device is
-   * empty, wait in a nonblocking poll (off-thread). Resolves with why serving ended.
+   * The hybrid loop: drain requests with synchronous reads on this thread; when the device is
+   * empty, wait: blocked here on the device and the wake fd (`wake` given, no answer pending), else
+   * briefly here and then in a nonblocking poll (off-thread). Resolves with why serving ended.
    */
   async serve(): Promise<"unmounted" | "destroyed" | "stopped"> {
     let burst = 0;
