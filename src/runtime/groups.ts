@@ -3,9 +3,9 @@ import { toCtxError } from "../abi/errno.ts";
 import {
   bootId,
   pinProcess,
-  procState,
   procUid,
-  startTime,
+  type Seen,
+  seen,
   startTimeAsync,
 } from "../sandbox/receipt.ts";
 import { asSender } from "../sys/fsid.ts";
@@ -40,6 +40,11 @@ export interface Reaped {
   stopped: number[];
   /** Receipts dropped without a signal: process gone, pid reused, other boot, or unreadable. */
   stale: string[];
+  /**
+   * Receipts kept without a signal: /proc could not be read to check them (EMFILE), so nothing
+   * is proven either way; the next reap looks again.
+   */
+  unchecked: string[];
 }
 
 let boot: string | undefined;
@@ -112,19 +117,14 @@ function parse(text: string): GroupReceipt | undefined {
   }
 }
 
-/** True when the receipt's leader still runs (not a zombie) with the same start time on this boot. */
-function matches(r: GroupReceipt): boolean {
-  try {
-    return r.boot === thisBoot() && startTime(r.pid) === r.start &&
-      !"ZX".includes(procState(r.pid));
-  } catch {
-    return false; // no /proc entry: the leader is gone
-  }
+/** What a check of the receipt's leader finds (live: same start time on this boot, not a zombie). */
+function check(r: GroupReceipt): Seen {
+  return seen(r.pid, r.start, r.boot);
 }
 
 /** A pidfd on the receipt's leader, opened before the receipt is checked ({@link pinProcess}). */
 function pin(r: GroupReceipt): number | "stale" {
-  return pinProcess(r.pid, () => matches(r));
+  return pinProcess(r.pid, () => check(r));
 }
 
 /** Sent as the leader's uid (asSender): an instance holds no CAP_KILL. */
@@ -166,7 +166,8 @@ async function leadersExit(live: readonly Live[], graceMs: number): Promise<numb
   if (live.some((l) => l.fd < 0)) {
     await new Promise((res) => setTimeout(res, Math.max(0, end - performance.now())));
   }
-  return live.filter((l) => l.fd < 0 ? matches(l.r) : left.has(l.fd)).map((l) => l.r.pgid)
+  // without a pidfd, a leader not seen gone is counted as still running
+  return live.filter((l) => l.fd < 0 ? check(l.r) !== "gone" : left.has(l.fd)).map((l) => l.r.pgid)
     .sort((a, b) => a - b);
 }
 
@@ -193,7 +194,7 @@ export interface ReapOptions {
  */
 export async function reapGroups(dir: string, options: ReapOptions = {}): Promise<Reaped> {
   ensureDir(dir, 0o700);
-  const out: Reaped = { stopped: [], stale: [] };
+  const out: Reaped = { stopped: [], stale: [], unchecked: [] };
   const live: Live[] = [];
   try {
     for (const e of Deno.readDirSync(dir)) {
@@ -210,7 +211,10 @@ export async function reapGroups(dir: string, options: ReapOptions = {}): Promis
       // An instance reaps only its own agent's groups; another agent's receipts are not its to judge.
       if (options.agent !== undefined && r?.agent !== options.agent) continue;
       const fd = r ? pin(r) : "stale";
-      if (r && fd !== "stale") live.push({ r, path, fd, uid: leaderUid(r) });
+      // No verified pidfd (EMFILE, or /proc unreadable): signalled only if seen live now.
+      const now = r && fd !== "stale" && fd < 0 ? check(r) : null;
+      if (r && now === "unknown") out.unchecked.push(e.name);
+      else if (r && fd !== "stale" && now !== "gone") live.push({ r, path, fd, uid: leaderUid(r) });
       else {
         out.stale.push(e.name);
         dropGroup(path);
@@ -232,5 +236,6 @@ export async function reapGroups(dir: string, options: ReapOptions = {}): Promis
   }
   out.stopped.sort((a, b) => a - b);
   out.stale.sort();
+  out.unchecked.sort();
   return out;
 }

@@ -29,7 +29,11 @@ Deno.test("reapGroups() ends the grace once every leader has exited, each exit s
     );
     await a.release();
     await b.release();
-    assertEquals(await reaping, { stopped: [a.pid, b.pid].sort((x, y) => x - y), stale: [] });
+    assertEquals(await reaping, {
+      stopped: [a.pid, b.pid].sort((x, y) => x - y),
+      stale: [],
+      unchecked: [],
+    });
     assertEquals(graces, [[]], "the exits ended the grace, not its bound");
     assertEquals([await a.ended(), await b.ended()], ["go\n", "go\n"]);
     assertEquals(left(), []);
@@ -49,7 +53,7 @@ Deno.test("reapGroups() SIGKILLs the groups whose leader outlives the grace, and
     const left = pidfdsSince([a.pid]);
     const graces: number[][] = [];
     const r = await reapGroups(dir, { graceMs: 0, onGrace: (late) => graces.push(late) });
-    assertEquals([r, graces], [{ stopped: [a.pid], stale: [] }, [[a.pid]]]);
+    assertEquals([r, graces], [{ stopped: [a.pid], stale: [], unchecked: [] }, [[a.pid]]]);
     assertEquals(await a.ended(), "", "the SIGKILL ended it before its line came");
     assertEquals(left(), []);
   } finally {
@@ -69,7 +73,7 @@ Deno.test("reapGroups() drops a receipt its pid no longer matches (a reused pid)
     const left = pidfdsSince([a.pid]);
     const graces: number[][] = [];
     const r = await reapGroups(dir, { onGrace: (late) => graces.push(late) });
-    assertEquals([r, graces], [{ stopped: [], stale: [file] }, []]);
+    assertEquals([r, graces], [{ stopped: [], stale: [file], unchecked: [] }, []]);
     assertEquals(left(), []);
     await a.release();
     assertEquals(await a.ended(), "go\n", "it ran until told");
@@ -108,7 +112,7 @@ Deno.test({
       }).output();
       assert(out.success, new TextDecoder().decode(out.stderr));
       const r = JSON.parse(new TextDecoder().decode(out.stdout));
-      assertEquals(r, { stopped: [leader.pid], stale: [] });
+      assertEquals(r, { stopped: [leader.pid], stale: [], unchecked: [] });
       // Bounded: without the signal the leader sleeps its 600 s.
       let timer: ReturnType<typeof setTimeout> | undefined;
       const hung = new Promise<"hung">((r) => timer = setTimeout(() => r("hung"), 30_000));

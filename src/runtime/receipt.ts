@@ -1,6 +1,6 @@
 /** Instance receipts under `<run>/instance/`: what the host proves about an agent instance before releasing it, and the stop that trusts only them. */
 import { toCtxError } from "../abi/errno.ts";
-import { bootId, pinProcess, procState, startTime } from "../sandbox/receipt.ts";
+import { bootId, pinProcess, type Seen, seen, startTime } from "../sandbox/receipt.ts";
 import { ensureDir, replaceFile, tempPath } from "../store/atomic.ts";
 import { readRegularText } from "../store/regular.ts";
 import { closeFd } from "../sys/sock.ts";
@@ -175,14 +175,17 @@ export function readReceipt(path: string): InstanceReceipt | undefined {
   }
 }
 
+/**
+ * What a check of the receipt's pid finds: `live` while it is the same process (same boot, same
+ * start time, not a zombie), `gone`, or `unknown` when /proc could not be read (EMFILE).
+ */
+export function receiptSeen(r: InstanceReceipt): Seen {
+  return seen(r.pid, r.start_time, r.boot_id);
+}
+
 /** True while the receipt's pid is the same live process (same boot, same start time, not a zombie). */
 export function receiptMatches(r: InstanceReceipt): boolean {
-  try {
-    return r.boot_id === thisBoot() && startTime(r.pid) === r.start_time &&
-      !"ZX".includes(procState(r.pid));
-  } catch {
-    return false; // no /proc entry: gone
-  }
+  return receiptSeen(r) === "live";
 }
 
 function signal(pgid: number, sig: Deno.Signal): void {
@@ -191,8 +194,11 @@ function signal(pgid: number, sig: Deno.Signal): void {
   } catch { /* ESRCH: the group is gone */ }
 }
 
-/** How {@link stopVerified} ended. */
-export type Stopped = "exited" | "killed" | "stale";
+/**
+ * How {@link stopVerified} ended: `unchecked` when /proc could not be read (EMFILE) where the
+ * receipt had to be checked before a signal, so nothing more was sent and the receipt stands.
+ */
+export type Stopped = "exited" | "killed" | "stale" | "unchecked";
 
 /** Options of {@link stopVerified}. */
 export interface StopOptions {
@@ -222,8 +228,13 @@ export interface StopOptions {
  * and the SIGKILL (if it still matches then) is not followed by a wait.
  */
 export async function stopVerified(r: InstanceReceipt, options: StopOptions): Promise<Stopped> {
-  const exit = options.exited ?? pinProcess(r.pid, () => receiptMatches(r));
-  if (exit === "stale" || (typeof exit !== "number" && !receiptMatches(r))) return "stale";
+  const exit = options.exited ?? pinProcess(r.pid, () => receiptSeen(r));
+  if (exit === "stale") return "stale";
+  // A verified pidfd proves it. Our own child (an exit event) keeps its pid until it is reaped,
+  // so only `gone` stops that. Without a verified pidfd (EMFILE): signalled only when seen live.
+  const now = typeof exit === "number" && exit >= 0 ? "live" : receiptSeen(r);
+  if (now === "gone") return "stale";
+  if (now === "unknown" && typeof exit === "number") return "unchecked";
   try {
     if (options.terminate) options.terminate();
     else signal(r.pgid, "SIGTERM");
@@ -246,8 +257,9 @@ async function eventGrace(
   const why = await Promise.race([exited.then(() => "gone" as const), late]);
   clearTimeout(timer);
   if (why === "gone") return "exited";
-  // It matched a grace period ago and Linux hands out pids cyclically: the group is still its.
-  if (receiptMatches(r)) signal(r.pgid, "SIGKILL");
+  // It matched a grace period ago and Linux hands out pids cyclically: the group is still its
+  // (our child: its pid stays its until reaped, even where /proc cannot be read now).
+  if (receiptSeen(r) !== "gone") signal(r.pgid, "SIGKILL");
   await exited;
   return "killed";
 }
@@ -259,11 +271,13 @@ async function eventGrace(
 async function pidfdGrace(r: InstanceReceipt, fd: number, graceMs: number): Promise<Stopped> {
   if (fd < 0) {
     await new Promise((res) => setTimeout(res, graceMs));
-    if (!receiptMatches(r)) return "exited";
+    const now = receiptSeen(r);
+    if (now === "gone") return "exited";
+    if (now === "unknown") return "unchecked"; // asked to end; no SIGKILL on an unproven pid
   } else if ((await waitExits([fd], graceMs)).length === 0) return "exited";
   // Running at the grace's end (its pidfd says so), so it holds its pid and its group id still;
   // the receipt is checked again all the same, as on the event path.
-  if (receiptMatches(r)) signal(r.pgid, "SIGKILL");
+  if (receiptSeen(r) !== "gone") signal(r.pgid, "SIGKILL");
   if (fd >= 0) await waitExits([fd], -1); // returns once it is gone, as the SIGKILL makes it
   return "killed";
 }
@@ -274,6 +288,11 @@ export interface ReapedInstances {
   stopped: string[];
   /** Receipts dropped without a signal: process gone, pid reused, other boot, or unreadable. */
   stale: string[];
+  /**
+   * Receipts kept: /proc could not be read to check them (EMFILE), so nothing is proven either
+   * way (nothing signalled, or no SIGKILL after the SIGTERM); the next reap looks again.
+   */
+  unchecked: string[];
 }
 
 /**
@@ -290,13 +309,18 @@ export async function reapReceipts(
   },
 ): Promise<ReapedInstances> {
   ensureDir(dir, 0o700);
-  const out: ReapedInstances = { stopped: [], stale: [] };
+  const out: ReapedInstances = { stopped: [], stale: [], unchecked: [] };
   const jobs: Promise<void>[] = [];
   for (const e of Deno.readDirSync(dir)) {
     if (!e.name.endsWith(".json")) continue;
     const path = `${dir}/${e.name}`;
     const r = e.isFile ? readReceipt(path) : undefined;
-    if (!r || !receiptMatches(r)) {
+    const now = r ? receiptSeen(r) : "gone";
+    if (now === "unknown") {
+      out.unchecked.push(e.name);
+      continue;
+    }
+    if (!r || now === "gone") {
       out.stale.push(e.name);
       dropReceipt(path);
       if (r) options.onReaped?.(r.agent, false, r);
@@ -304,6 +328,10 @@ export async function reapReceipts(
     }
     jobs.push((async () => {
       const how = await (options.stop ?? stopVerified)(r, { graceMs: options.graceMs });
+      if (how === "unchecked") {
+        out.unchecked.push(e.name);
+        return;
+      }
       // `stale` here: the stop found it is not ours after all (a unit with another invocation).
       if (how === "stale") out.stale.push(e.name);
       else out.stopped.push(r.agent);
@@ -314,5 +342,6 @@ export async function reapReceipts(
   await Promise.all(jobs);
   out.stopped.sort();
   out.stale.sort();
+  out.unchecked.sort();
   return out;
 }

@@ -1,5 +1,5 @@
 import { assert, assertEquals } from "../../tests/assert.ts";
-import { type Orphan, orphan, pidfdsSince, polledPids } from "../../tests/fixture/proc.ts";
+import { type Orphan, orphan, pgidOf, pidfdsSince, polledPids } from "../../tests/fixture/proc.ts";
 import { until } from "../../tests/fixture/wait.ts";
 import { startTime } from "../sandbox/receipt.ts";
 import {
@@ -18,12 +18,6 @@ function alive(pid: number): boolean {
   } catch {
     return false;
   }
-}
-
-/** The process group of `pid` (field 5 of /proc/<pid>/stat, after the command name). */
-function pgidOf(pid: number): number {
-  const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
-  return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[2]);
 }
 
 /**
@@ -96,7 +90,7 @@ Deno.test("reapReceipts() stops a matching orphan, clears a reused one untouched
       graceMs: 2000,
       onReaped: (n, live) => seen.push([n, live]),
     });
-    assertEquals(r, { stopped: ["a"], stale: ["b.json", "junk.json"] });
+    assertEquals(r, { stopped: ["a"], stale: ["b.json", "junk.json"], unchecked: [] });
     assertEquals(seen.sort(), [["a", true], ["b", false]]);
     assertEquals([...Deno.readDirSync(dir)], []);
     await a.child.status;

@@ -3,7 +3,7 @@ import { CtxError } from "../abi/errno.ts";
 import { systemTool } from "../sandbox/launch.ts";
 import {
   type InstanceReceipt,
-  receiptMatches,
+  receiptSeen,
   type StopOptions,
   type Stopped,
   stopVerified,
@@ -124,7 +124,8 @@ export async function stopUnit(
   r: InstanceReceipt,
   options: StopOptions,
 ): Promise<Stopped> {
-  if (!receiptMatches(r)) return "stale";
+  const now = receiptSeen(r);
+  if (now !== "live") return now === "gone" ? "stale" : "unchecked";
   if ((await invocationOf(m, r.unit)) !== r.invocation) return "stale";
   return await stopVerified(r, {
     ...options,

@@ -5,7 +5,7 @@ import { asSender } from "../sys/fsid.ts";
 import { closeFd, pidfdSignal } from "../sys/sock.ts";
 import { waitExits } from "../sys/wait.ts";
 import { type HostLayout, hostLayout, profile, type SandboxSpec } from "./profile.ts";
-import { bootId, pinProcess, type Receipt, receiptLive, startTime } from "./receipt.ts";
+import { bootId, pinProcess, type Receipt, receiptSeen, startTime } from "./receipt.ts";
 
 const SIGKILL = 9;
 
@@ -395,8 +395,9 @@ export type InitEnd = "gone" | "exited" | "killed" | "late";
  * turning readable, off the JS thread ({@link waitExits}), the poll's timeout the bound. The
  * pidfd is opened before the receipt is checked ({@link pinProcess}), so it provably names the
  * recorded init, and the SIGKILL goes through it: never to a process that reused the pid. It is
- * closed once no poll on it is left. Without a pidfd (EMFILE) the bound alone is waited, and the
- * SIGKILL goes by pid if the receipt still matches then (as it always did). The SIGKILL is sent as
+ * closed once no poll on it is left. Without a verified pidfd (EMFILE, or /proc unreadable to
+ * check the receipt) the bound alone is waited, and the SIGKILL goes by pid only if the receipt is
+ * then seen live; still unreadable then: `late`, nothing signalled. The SIGKILL is sent as
  * `uid` (the sandbox's: asSender).
  */
 export async function reapInit(
@@ -404,11 +405,13 @@ export async function reapInit(
   options: { exitMs?: number; killMs?: number; uid?: number } = {},
 ): Promise<InitEnd> {
   const { exitMs = REAP_BOUND_MS, killMs = REAP_BOUND_MS, uid = 0 } = options;
-  const fd = pinProcess(r.pid, () => receiptLive(r));
+  const fd = pinProcess(r.pid, () => receiptSeen(r));
   if (fd === "stale") return "gone";
   if (fd < 0) {
     await new Promise((ok) => setTimeout(ok, exitMs));
-    if (!receiptLive(r)) return "exited";
+    const now = receiptSeen(r);
+    if (now === "gone") return "exited";
+    if (now === "unknown") return "late"; // nothing proven: nothing signalled
     try {
       asSender(uid, () => Deno.kill(r.pid, "SIGKILL"));
     } catch { /* gone meanwhile */ }

@@ -66,30 +66,60 @@ export function procUid(pid: number): number {
   return Number(m[1]);
 }
 
+/**
+ * What a check of a recorded process found: that process (`live`: same boot, same start time, not
+ * a zombie), not it (`gone`: exited, reaped, a zombie, its pid reused, another boot), or no answer
+ * (`unknown`: /proc could not be read, as under fd exhaustion, EMFILE). An unknown is never taken
+ * for gone: nothing is signalled on it and no receipt is dropped for it.
+ */
+export type Seen = "live" | "gone" | "unknown";
+
+/** Whether a failed read of /proc/<pid>/... says the process is gone (ENOENT, ESRCH), not that /proc is unreadable. */
+function goneError(e: unknown): boolean {
+  const cause = e instanceof CtxError && e.errno === "ESRCH" ? e.cause : e;
+  const code = (cause as { code?: unknown } | null)?.code;
+  return code === "ENOENT" || code === "ESRCH";
+}
+
+/** The boot id, read once (it cannot change while this process lives). */
+let thisBoot: string | undefined;
+
+/** {@link Seen} of process `pid` against a recorded start time and boot id. */
+export function seen(pid: number, start: string, boot: string): Seen {
+  try {
+    if ((thisBoot ??= bootId()) !== boot) return "gone";
+    return startTime(pid) === start && !"ZX".includes(procState(pid)) ? "live" : "gone";
+  } catch (e) {
+    return goneError(e) ? "gone" : "unknown";
+  }
+}
+
+/** {@link Seen} of a launch receipt's init. */
+export function receiptSeen(r: Receipt): Seen {
+  return seen(r.pid, r.start, r.boot);
+}
+
 /** True when the receipt's process still runs (not a zombie) with the same start time on this boot. */
 export function receiptLive(r: Receipt): boolean {
-  try {
-    return bootId() === r.boot && startTime(r.pid) === r.start && !"ZX".includes(procState(r.pid));
-  } catch {
-    return false;
-  }
+  return receiptSeen(r) === "live";
 }
 
 /**
  * A pidfd for the process a receipt records, opened first and verified after: a pidfd names the
  * process that held `pid` at its open, and that process keeps the pid until it is reaped, so
- * `matches()` (the caller's check of the receipt: pid and /proc start time) holding after the
+ * `check()` (the caller's check of the receipt: pid and /proc start time) seeing it live after the
  * open proves the pidfd is the recorded process's, never a later one's that reused the pid (the
  * recorded process started before the open). `stale` when the process is gone or the receipt no
- * longer matches (the fd is closed again); a negative errno when it matches but no pidfd could be
- * had (EMFILE). The caller closes the fd.
+ * longer matches (the fd is closed again); a negative errno when no verified pidfd could be had:
+ * the open's (EMFILE), or EIO when the check could not read /proc (the fd is closed again). A
+ * caller with a negative answer checks again before any signal, and signals only on `live`. The
+ * caller closes the fd.
  */
-export function pinProcess(pid: number, matches: () => boolean): number | "stale" {
+export function pinProcess(pid: number, check: () => Seen): number | "stale" {
   const fd = pidfdOpen(pid);
   if (fd === -ERRNO.ESRCH) return "stale";
-  if (!matches()) {
-    if (fd >= 0) closeFd(fd);
-    return "stale";
-  }
-  return fd;
+  const s = check();
+  if (s !== "live" && fd >= 0) closeFd(fd);
+  if (s === "gone") return "stale";
+  return s === "live" ? fd : fd < 0 ? fd : -ERRNO.EIO;
 }

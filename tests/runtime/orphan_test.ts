@@ -48,7 +48,7 @@ Deno.test("after kill -9 of the daemon its agent's sandbox dies with it (a child
   const bystander = new Deno.Command("setsid", { args: ["sleep", "60"], stdin: "null" }).spawn();
   let d = await startRuntimeDaemon(f);
   try {
-    assertEquals(d.ready.reaped, { stopped: [], stale: [] });
+    assertEquals(d.ready.reaped, { stopped: [], stale: [], unchecked: [] });
     // A finished step leaves no receipt behind.
     const c0 = await Raw.connect(`${f.root}/agent/t.sock`);
     c0.write({ op: "send", id: "quick", input: "echo hi" });
@@ -109,6 +109,7 @@ Deno.test("after kill -9 of the daemon its agent's sandbox dies with it (a child
     assertEquals(d.ready.reaped, {
       stopped: [],
       stale: [`${bystander.pid}.json`, "99999999.json", `${leader}.json`].sort(),
+      unchecked: [],
     });
     assertEquals(alive(bystander.pid), true);
     assertEquals(receipts(f), []);
@@ -151,7 +152,11 @@ Deno.test("a receipt whose pid is gone, or that does not parse, is dropped witho
     Deno.writeTextFileSync(`${groupsDir(f.run)}/junk.json`, "{not json");
     const d = await startRuntimeDaemon(f);
     await d.stop();
-    assertEquals(d.ready.reaped, { stopped: [], stale: [`${gone.pid}.json`, "junk.json"].sort() });
+    assertEquals(d.ready.reaped, {
+      stopped: [],
+      stale: [`${gone.pid}.json`, "junk.json"].sort(),
+      unchecked: [],
+    });
     assert(receipts(f).length === 0);
   } finally {
     await cleanup(f);
