@@ -124,8 +124,10 @@ export async function stopUnit(
   r: InstanceReceipt,
   options: StopOptions,
 ): Promise<Stopped> {
+  // our own child (an exit event) keeps its pid until reaped: only `gone` stops that (stopVerified)
   const now = receiptSeen(r);
-  if (now !== "live") return now === "gone" ? "stale" : "unchecked";
+  if (now === "gone") return "stale";
+  if (now === "unknown" && !options.exited) return "unchecked";
   if ((await invocationOf(m, r.unit)) !== r.invocation) return "stale";
   return await stopVerified(r, {
     ...options,
