@@ -17,15 +17,7 @@ export {
   type LaunchResult,
   systemTool,
 } from "./launch.ts";
-export {
-  bootId,
-  type Receipt,
-  receiptLive,
-  receiptSeen,
-  type Seen,
-  seen,
-  startTime,
-} from "./receipt.ts";
+export { bootId, type Receipt, receiptLive, startTime } from "./receipt.ts";
 export { dupFd, fdPath, GIT_SEARCH, type GitGuard, gitGuards, openDir } from "./workspace.ts";
 export { guardView, type Private, type Source } from "./guard.ts";
 export { doctor, type DoctorReport, requireSandbox } from "./doctor.ts";
