@@ -1,6 +1,7 @@
 /** Issue 8 hole 9: an agent's tools run under hard resource limits, which its `rlimit` control may only lower. */
 import { assert, assertEquals, assertMatch, assertStringIncludes } from "../assert.ts";
 import { type Ran, sh, type Target, withTarget } from "../fixture/mod.ts";
+import { until } from "../fixture/wait.ts";
 import { createAgent } from "../../src/store/agent_new.ts";
 import { replaceFile } from "../../src/store/atomic.ts";
 
@@ -94,11 +95,10 @@ Deno.test("a fork bomb in tsh bash hits the agent's nproc: the call ends with th
         `${retries} "fork: retry" lines, ends ${JSON.stringify(b.result.content.slice(-160))}`,
     );
     // The tool's own failure, reported as the tool's result: not a crash of tsh (EIO), not a
-    // timeout, well inside the wall-clock bound (120 s) and the CPU bound.
+    // timeout (the fixture bounds the call).
     // (The frame carries no exit code; ctx exits 1 for a tool that failed.)
     assertEquals([b.result.status, b.result.errno, b.ran.code], ["error", undefined, 1]);
     assertMatch(b.result.content, /bomb contained: fork: Resource temporarily unavailable\n/);
-    assert(b.ms < 20_000, `the bomb call took ${b.ms} ms`);
     // At least one other user's send ran entirely while the bomb was running.
     const t0 = bombEnd - b.ms;
     assert(
@@ -110,22 +110,42 @@ Deno.test("a fork bomb in tsh bash hits the agent's nproc: the call ends with th
   }, { setup });
 });
 
-Deno.test("a memory hog in tsh bash hits RLIMIT_DATA: out of memory, an error result, the daemon answers", async () => {
+/** Processes of uid {@link USER} whose command line holds `mark`. */
+function holding(mark: string): number[] {
+  const pids: number[] = [];
+  for (const e of Deno.readDirSync("/proc")) {
+    if (!/^\d+$/.test(e.name)) continue;
+    try {
+      if (Deno.statSync(`/proc/${e.name}`).uid !== USER) continue;
+      if (Deno.readTextFileSync(`/proc/${e.name}/cmdline`).includes(mark)) pids.push(+e.name);
+    } catch { /* gone meanwhile */ }
+  }
+  return pids;
+}
+
+// What the data limit does is asserted, not how a program words its failure: on a machine with
+// more memory a hog may be killed rather than print "memory exhausted" (issue 25 item 4).
+Deno.test("a memory hog in tsh bash hits RLIMIT_DATA: the allocation fails as an error result, nothing of it remains, the daemon answers", async () => {
   await withTarget(async (t) => {
-    // tail keeps the whole (newline-free) line: it would need 5 GiB; the data limit is 2 GiB.
-    const hog = await bash(t, "head -c 5G /dev/zero | tail -n1");
-    console.log(
-      `memory hog call: ${hog.ms} ms, ${hog.result.status}: ${
-        JSON.stringify(hog.result.content.slice(0, 200))
-      }`,
-    );
-    assertEquals([hog.result.status, hog.result.errno], ["error", undefined]);
-    assertStringIncludes(hog.result.content, "tail: memory exhausted");
-    // python allocating 5 GiB at once: MemoryError, exit 1.
-    const py = await bash(t, "exec python3 -c 'b = bytearray(5 << 30); print(len(b))'");
-    assertEquals([py.result.status, py.result.errno], ["error", undefined]);
-    assertStringIncludes(py.result.content, "MemoryError");
-    assert(hog.ms < 30_000 && py.ms < 30_000, `hog ${hog.ms} ms, python ${py.ms} ms`);
+    const mark = `hog-${crypto.randomUUID()}`;
+    // The same program within the limit succeeds: what fails below is the limit.
+    const small = await bash(t, `exec python3 -c 'print(len(bytearray(64 << 20)))' ${mark}`);
+    assertEquals([small.result.status, small.result.content], ["ok", `${64 << 20}\n`]);
+    // tail keeps the whole (newline-free) line: it would need 5 GiB; python asks for 5 GiB at once.
+    for (
+      const hog of [
+        `head -c 5G /dev/zero | (exec -a tail-${mark} tail -n1)`,
+        `python3 -c 'b = bytearray(5 << 30); print("allocated", len(b))' ${mark}`,
+      ]
+    ) {
+      const r = await bash(t, hog);
+      console.log(`${hog.slice(0, 24)}: ${r.result.status} ${JSON.stringify(r.result.content)}`);
+      // The command failed on its own (an error result, no errno of tsh), without the memory.
+      assertEquals([r.result.status, r.result.errno, r.ran.code], ["error", undefined, 1]);
+      assert(!r.result.content.includes("allocated"), r.result.content);
+    }
+    await until(() => holding(mark).length === 0, "no process of the hogs left");
+    assertEquals((await bash(t, ULIMITS)).result.content, EXPECTED);
     await t.bystander();
     await otherSend(t, "after the hog");
   }, { setup });
