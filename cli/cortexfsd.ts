@@ -77,6 +77,16 @@ function unreachable(
 }
 
 async function main(flags: Flags): Promise<number> {
+  // Everything below needs root (mounting for every user, running each agent as its own uid,
+  // binding sockets under the run dir): said once here instead of a raw EACCES or EIO later.
+  if (Deno.uid() !== 0) {
+    throw new CtxError(
+      "EPERM",
+      `cortexfsd needs root (it runs as uid ${Deno.uid()}): it mounts /ctx for every user and runs ` +
+        "each agent as its owner's uid, so there is no unprivileged mode; start it with " +
+        "`sudo cortexfsd` (in a checkout: `sudo tools/deno task dev`)",
+    );
+  }
   if (flags.dev && install.kind === "built") {
     throw new CtxError(
       "EINVAL",

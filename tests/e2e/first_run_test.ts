@@ -1,12 +1,15 @@
 /** A first run as a user meets it: ctx finds the tree without CTX_ROOT, and says what to do when there is none or its daemon is gone. */
-import { assertEquals } from "../assert.ts";
+import { assertEquals, assertStringIncludes } from "../assert.ts";
+import { EXIT } from "../../src/abi/errno.ts";
 import {
   cleanup,
   CONFIG,
+  CORTEXFSD,
   ctx,
   type Daemon,
   DENO,
   makeTree,
+  nobodyDenoDir,
   REPO,
   run,
   startDaemon,
@@ -141,5 +144,33 @@ Deno.test("a tree whose daemon is gone: a refused socket and a missing one say s
   } finally {
     await d.stop();
     await cleanup(f);
+  }
+});
+
+Deno.test("cortexfsd as an ordinary user says at once that it needs root and how to start it, and makes nothing", async () => {
+  const dir = Deno.makeTempDirSync({ prefix: "cortexfsd-user-" });
+  Deno.chmodSync(dir, 0o777);
+  const denoDir = nobodyDenoDir();
+  try {
+    const r = await run([
+      DENO,
+      "run",
+      "-A",
+      "--config",
+      CONFIG,
+      CORTEXFSD,
+      ...[
+        ["--storage", `${dir}/storage`],
+        ["--mount", `${dir}/mount`],
+        ["--run", `${dir}/run`],
+      ].flat(),
+    ], { uid: 65534, env: { DENO_DIR: denoDir, HOME: denoDir, NO_COLOR: "1" }, ms: 60_000 });
+    assertEquals(r.code, EXIT.access, r.stderr);
+    assertStringIncludes(r.stderr, "needs root");
+    assertStringIncludes(r.stderr, "`sudo cortexfsd`");
+    assertEquals([...Deno.readDirSync(dir)], [], "nothing made before the refusal");
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+    Deno.removeSync(denoDir, { recursive: true });
   }
 });
