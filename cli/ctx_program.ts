@@ -10,6 +10,7 @@ import {
   set,
   status,
   storageUpdate,
+  TERMINAL_HELP,
 } from "../src/ctx/mod.ts";
 import { EXIT } from "../src/abi/errno.ts";
 import { VERSION } from "../src/abi/version.ts";
@@ -189,6 +190,10 @@ The tree is --root, else CTX_ROOT, else the first live mount of /ctx and this ch
   if (args.includes("terminal")) {
     const { registerTerminal } = await import("../src/ctx/terminal.ts");
     registerTerminal(program, { root, env });
+  } else {
+    // Listed in `ctx --help` without loading the socket client; `ctx terminal ...` (and
+    // `ctx help terminal`) registers the real command above.
+    program.command("terminal").description(TERMINAL_HELP);
   }
 
   try {

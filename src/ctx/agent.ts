@@ -9,6 +9,9 @@ import { findTree } from "./root.ts";
 import { NAME_TEXT } from "../abi/names.ts";
 
 /** What an agent subcommand needs from the top level: the tree root and the environment. */
+/** `ctx terminal`'s one-line help: also listed when src/ctx/terminal.ts is not loaded. */
+export const TERMINAL_HELP = "persistent terminal resources (session/<s>/terminal/<id>/)";
+
 export interface AgentContext {
   /** The tree root (--root, CTX_ROOT or the mount found; throws when there is none). */
   root(): string;

@@ -14,5 +14,5 @@ export { cat, ls, set } from "./files.ts";
 export { status } from "./status.ts";
 export { reportLines, storageUpdate } from "./storage.ts";
 export type { StorageUpdateArgs } from "./storage.ts";
-export { addAgentCommands, agentContext } from "./agent.ts";
+export { addAgentCommands, agentContext, TERMINAL_HELP } from "./agent.ts";
 export type { AgentContext, AgentExtension } from "./agent.ts";

@@ -12,7 +12,7 @@ import {
   type SessionPlace,
 } from "../term/locate.ts";
 import { replay } from "../term/replay.ts";
-import type { AgentContext } from "./agent.ts";
+import { type AgentContext, TERMINAL_HELP } from "./agent.ts";
 import { pickSession } from "./client.ts";
 import { guarded } from "./fail.ts";
 
@@ -81,9 +81,7 @@ export function register(agent: Command, ctx: AgentContext): void {
 
 /** Adds the `ctx terminal` group to the program. */
 export function registerTerminal(program: Command, ctx: AgentContext): void {
-  const t = program.command("terminal").description(
-    "persistent terminal resources (session/<s>/terminal/<id>/)",
-  );
+  const t = program.command("terminal").description(TERMINAL_HELP);
   t.command("create")
     .description("start AGENT's terminal: ctxterm -> bwrap sandbox -> tsh, recorded in the session")
     .argument("<agent>", "agent name")

@@ -272,6 +272,23 @@ async function* once(
 }
 
 /**
+ * A failure to reach the provider at all, naming the model and where it was sent (the URL
+ * without user info, query or fragment: those may hold a credential); an answer the provider
+ * gave is left as it is.
+ */
+function unreached(err: CtxError, model: string, baseURL: string): CtxError {
+  if (err.errno !== "ECONNREFUSED" && !err.message.startsWith("provider request failed")) {
+    return err;
+  }
+  let url = baseURL;
+  try {
+    const u = new URL(baseURL);
+    url = `${u.protocol}//${u.host}${u.pathname}`;
+  } catch { /* not a URL: the SDK failed on it, shown as configured */ }
+  return new CtxError(err.errno, `${err.message} (model ${model} at ${url})`, { cause: err });
+}
+
+/**
  * A driver on the AI SDK for one wire format: `base_url` from the model's `default` (or the
  * wire's default URL), the key from the host's secret store, the SDK's own retries off and ours
  * on: a try that fails with 429, 5xx (an HTTP answer, or an error event in a 200 stream that
@@ -309,7 +326,7 @@ export function sdkDriver(wire: SdkWire): Driver {
           // overloaded_error as 529, a Chat Completions server_error chunk as 500)
           const again = !output && n < MAX_RETRIES &&
             (retryable(api?.statusCode ?? streamError(e)?.status) || refused(e));
-          if (!again) throw mapError(e, key);
+          if (!again) throw unreached(mapError(e, key), config.ref, baseURL);
           await sleep(delayOf(n, api?.responseHeaders), request.signal);
           if (request.signal.aborted) return;
         }

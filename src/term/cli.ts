@@ -1,5 +1,6 @@
 /** ctxterm's command line: the server (`--listen SOCKET -- CMD...`) and the two client modes (`watch|attach SOCKET`). */
 import { CtxError } from "../abi/errno.ts";
+import { VERSION } from "../abi/version.ts";
 import { pickAllowed } from "../sandbox/env.ts";
 import type { FsId } from "../sys/fsid.ts";
 import { setCloexec } from "../sys/sock.ts";
@@ -78,6 +79,10 @@ export async function ctxtermMain(
     }
     if (a === "-h" || a === "--help") {
       Deno.stdout.writeSync(new TextEncoder().encode(USAGE));
+      return 0;
+    }
+    if (a === "-V" || a === "--version") {
+      Deno.stdout.writeSync(new TextEncoder().encode(`ctxterm ${VERSION}\n`));
       return 0;
     }
     if (a === "--ready") ready = true;

@@ -1,4 +1,5 @@
 /** tsh's program: flags, the view from the allowlisted environment, one-shot, --json frames and the REPL. */
+import { VERSION } from "../abi/version.ts";
 import { TSH_ENV } from "../sandbox/env.ts";
 import { operate, type ShellContext, words } from "./shell.ts";
 import { ctxPathFor, mapView, normalizeView } from "./resolve.ts";
@@ -190,6 +191,10 @@ export async function tshMain(argv: string[]): Promise<number> {
     else if (a === "--history" && i + 1 < argv.length) history = argv[++i];
     else if (a === "-h" || a === "--help") {
       Deno.stdout.writeSync(new TextEncoder().encode(USAGE));
+      return 0;
+    } else if (a === "-V" || a === "--version") {
+      // Needs no agent view: what a user checks first, outside any sandbox.
+      Deno.stdout.writeSync(new TextEncoder().encode(`tsh ${VERSION}\n`));
       return 0;
     } else if (a === "--") {
       i++;

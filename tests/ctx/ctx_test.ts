@@ -1,6 +1,16 @@
 /** `ctx` commands as a user runs them: a real child process on a real storage tree. */
 import { assertEquals, assertMatch } from "../assert.ts";
-import { ctxRun, nobodyDenoDir, openTempDir } from "../fixture/mod.ts";
+import {
+  CONFIG,
+  CTX,
+  ctxRun,
+  DENO,
+  nobodyDenoDir,
+  openTempDir,
+  REPO,
+  run,
+} from "../fixture/mod.ts";
+import { VERSION } from "../../src/abi/version.ts";
 
 async function withTree(fn: (root: string, storage: string) => Promise<void>): Promise<void> {
   const storage = await openTempDir("ctx-cli-");
@@ -270,4 +280,34 @@ Deno.test("ctx doctor reports that bubblewrap can create user and pid namespaces
     { code: r.code, works: /user and pid namespaces work/.test(r.stdout), stderr: r.stderr },
     { code: 0, works: true, stderr: "" },
   );
+});
+
+Deno.test("every program answers --version, outside any agent view; ctx --help lists every command, terminal too", async () => {
+  for (const program of ["ctx", "tsh", "ctxterm", "cortexfsd"]) {
+    for (const flag of ["--version", "-V"]) {
+      const r = await run([
+        DENO,
+        "run",
+        "-A",
+        "--config",
+        CONFIG,
+        `${REPO}/cli/${program}.ts`,
+        flag,
+      ], {
+        env: { NO_COLOR: "1" },
+        ms: 60_000,
+      });
+      assertEquals([program, flag, r.code, r.stdout], [
+        program,
+        flag,
+        0,
+        `${program} ${VERSION}\n`,
+      ]);
+    }
+  }
+  const help = await run([DENO, "run", "-A", "--config", CONFIG, CTX, "--help"], { ms: 60_000 });
+  assertEquals(help.code, 0, help.stderr);
+  for (const command of ["status", "set", "storage", "provider", "doctor", "agent", "terminal"]) {
+    assertMatch(help.stdout, new RegExp(`^  ${command} `, "m"), command);
+  }
 });

@@ -325,6 +325,25 @@ Deno.test("openai-chat: a 401 is EACCES at once (no retry); without a stored key
   }
 });
 
+Deno.test("openai-chat: a provider nobody listens at is ECONNREFUSED naming the model and the URL it was sent to", async () => {
+  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = l.addr.port;
+  l.close(); // nothing listens there now
+  const url = `http://127.0.0.1:${port}/v1`;
+  const w = await world(url);
+  try {
+    const out = await send(w, "hello");
+    assert(out.code !== 0, out.stdout);
+    const error = history(w.f, "m").events.find((e) => e.type === "error");
+    assertEquals(error?.code, "ECONNREFUSED");
+    const message = String(error?.message);
+    assert(message.includes("fixture/chat") && message.includes(url), message);
+    assert(out.stderr.includes(url), out.stderr);
+  } finally {
+    await end(w);
+  }
+});
+
 Deno.test("openai-chat: cancel mid-stream aborts the HTTP stream (the server sees the connection close) and the run ends cancelled", async () => {
   const server = new OpenAIServer();
   server.push(fixture("stall"));
