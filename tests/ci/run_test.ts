@@ -1,6 +1,7 @@
 /** `.ci/run` is as strict as the desk: a failing `deno task check` fails the run and is counted. */
 import { assertEquals } from "../assert.ts";
-import { REPO } from "../fixture/mod.ts";
+import { REPO, run } from "../fixture/mod.ts";
+import { readmeBlocks } from "../packaging/fresh.ts";
 
 /**
  * Runs a copy of `.ci/run` in a temp checkout whose `tools/deno` is a stub (it records each call;
@@ -62,4 +63,37 @@ Deno.test(".ci/run runs deno task check before the tests; a failing check fails 
     },
     { code: 0, last: "3 passed, 0 failed", calls: ["task check", "task test"] },
   );
+});
+
+/**
+ * README's prerequisites block, its lines run as written, with `sudo` and `apt-get` as stubs that
+ * record what apt-get is asked for; `npm` present (as NodeSource's nodejs brings it) or absent.
+ */
+async function prerequisites(npm: boolean): Promise<string[]> {
+  const dir = await Deno.makeTempDir({ prefix: "cortexfs-prereq-" });
+  try {
+    const stub = (name: string, body: string) => {
+      Deno.writeTextFileSync(`${dir}/${name}`, `#!/bin/bash\n${body}\n`);
+      Deno.chmodSync(`${dir}/${name}`, 0o755);
+    };
+    stub("sudo", 'exec "$@"');
+    stub("apt-get", `echo "$*" >>"${dir}/asked"`);
+    if (npm) stub("npm", "exit 0");
+    const [block] = readmeBlocks("From a checkout: prerequisites (fresh Debian/Ubuntu)");
+    // Only the stubs on PATH: this machine's own npm must not answer `command -v npm`.
+    const r = await run(["/bin/bash", "-e", "-c", block.join("\n")], {
+      clearEnv: true,
+      env: { PATH: dir },
+    });
+    assertEquals(r.code, 0, r.stderr);
+    return Deno.readTextFileSync(`${dir}/asked`).trim().split("\n");
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+Deno.test("README's prerequisites ask apt-get for npm only where there is none (NodeSource's nodejs brings its own, and Debian's npm conflicts with it)", async () => {
+  const base = "install -y fuse3 bubblewrap tmux gcc attr python3";
+  assertEquals(await prerequisites(true), [base]);
+  assertEquals(await prerequisites(false), [base, "install -y nodejs npm"]);
 });

@@ -147,3 +147,14 @@ export function start(argv: string[], options: { cwd?: string } = {}): Started {
       })(),
   };
 }
+
+/** The `sh` blocks under README's heading `title`, each as its command lines (comments dropped). */
+export function readmeBlocks(title: string): string[][] {
+  const text = Deno.readTextFileSync(`${REPO}/README.md`);
+  const at = text.indexOf(`\n## ${title}\n`);
+  if (at < 0) throw new Error(`README has no section "${title}"`);
+  const section = text.slice(at + 1).split(/\n## /)[0];
+  return [...section.matchAll(/```sh\n([\s\S]*?)```/g)].map((m) =>
+    m[1].split("\n").map((l) => l.replace(/\s{2,}#.*$/, "").trimEnd()).filter((l) => l !== "")
+  );
+}

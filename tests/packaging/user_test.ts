@@ -5,21 +5,10 @@
  * test's own and the checkout, deno and the network are out of reach.
  */
 import { assertEquals } from "../assert.ts";
-import { exists, REPO, run, Tmux } from "../fixture/mod.ts";
-import { builtFile, clean, fresh, inside, NAME, start } from "./fresh.ts";
+import { exists, run, Tmux } from "../fixture/mod.ts";
+import { builtFile, clean, fresh, inside, NAME, readmeBlocks, start } from "./fresh.ts";
 
 const root = Deno.uid() === 0;
-
-/** The `sh` blocks under README's heading `title`, each as its command lines (comments dropped). */
-export function readmeBlocks(title: string): string[][] {
-  const text = Deno.readTextFileSync(`${REPO}/README.md`);
-  const at = text.indexOf(`\n## ${title}\n`);
-  if (at < 0) throw new Error(`README has no section "${title}"`);
-  const section = text.slice(at + 1).split(/\n## /)[0];
-  return [...section.matchAll(/```sh\n([\s\S]*?)```/g)].map((m) =>
-    m[1].split("\n").map((l) => l.replace(/\s{2,}#.*$/, "").trimEnd()).filter((l) => l !== "")
-  );
-}
 
 /** What each line of the user block must show, found by the line's own words. */
 const EXPECT: [RegExp, (lines: string[]) => boolean][] = [
