@@ -94,6 +94,9 @@ async function main(flags: Flags): Promise<number> {
     );
   }
   const paths = resolvePaths({ dev: flags.dev ? checkout : undefined, env: Deno.env.toObject() });
+  // Provider keys are read by the instances (which inherit this environment): in dev mode from
+  // the checkout's .dev/secrets, where `ctx provider set` puts them for a dev tree.
+  if (flags.dev) Deno.env.set("CORTEXFS_SECRETS", paths.secrets);
   const storage = flags.storage ?? paths.storage;
   const mount = flags.mount ?? paths.mount;
   const run = flags.run ?? paths.run;

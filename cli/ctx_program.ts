@@ -30,6 +30,15 @@ export async function main(args: readonly string[], start: Start): Promise<void>
   let found: FoundTree | undefined;
   const tree = () => found ??= findTree({ root: program.opts().root, env, checkout });
   const root = () => tree().root;
+  // Where provider keys live: CORTEXFS_SECRETS, else the checkout's .dev/secrets when ctx works
+  // on the dev tree (cortexfsd --dev reads them there), else the host's store.
+  const secrets = () => {
+    let dev: string | undefined;
+    try {
+      if (checkout && tree().via === "dev") dev = checkout;
+    } catch { /* no tree: the host's store */ }
+    return resolvePaths({ dev, env }).secrets;
+  };
 
   const EXAMPLES = `
 Examples:
@@ -40,6 +49,8 @@ Examples:
   ctx cat agent/coder.d/window                read a control
   ctx set agent/coder.d/window 4096           write one, validated
   ctx agent history coder                     the runs of a session
+  ctx model new local/llama --driver openai-chat --base-url http://127.0.0.1:11434/v1
+                                              a model for a provider (root)
 
 The tree is --root, else CTX_ROOT, else the first live mount of /ctx and this checkout's
 .dev/ctx (\`sudo tools/deno task dev\`). Exit codes: 0 ok, 1 failed, 2 usage or invalid input,
@@ -153,10 +164,51 @@ The tree is --root, else CTX_ROOT, else the first live mount of /ctx and this ch
             slot: o.slot,
             envVar: o.env,
             env,
+            root: secrets(),
             stdin: async () =>
               new Uint8Array(await new Response(Deno.stdin.readable).arrayBuffer()),
           }),
         );
+      })
+    );
+
+  const model = program
+    .command("model")
+    .description("model objects: make one for a provider (root), list them");
+  model
+    .command("new")
+    .description(
+      "make model/<provider>/<model> for a provider's API (root: in the tree the daemon serves)",
+    )
+    .argument("<model>", "<provider>/<model>, e.g. openai/gpt-4o-mini or local/llama")
+    .requiredOption("--driver <driver>", "openai-chat, openai-responses or anthropic-messages")
+    .option("--base-url <url>", "the API's base URL (openai-chat: required, e.g. <server>/v1)")
+    .option("--id <native>", "the provider's model name (default: the <model> component)")
+    .option("--limit <n>", "its context limit in tokens (default: host config, catalog, unknown)")
+    .option("--fallback <model...>", "models tried, in order, when this one fails")
+    .action((
+      ref: string,
+      o: { driver: string; baseUrl?: string; id?: string; limit?: string; fallback?: string[] },
+    ) =>
+      guarded(`model/${ref}`, async () => {
+        const { modelNew } = await import("../src/ctx/model.ts");
+        const lines = modelNew({
+          root: root(),
+          ref,
+          ...o,
+          secrets: secrets(),
+          argv: ["ctx", ...args],
+        });
+        for (const l of lines) console.log(l);
+      })
+    );
+  model
+    .command("list")
+    .description("every model: driver, base URL, the limit a run uses, whether a key is stored")
+    .action(() =>
+      guarded("model", async () => {
+        const { modelList } = await import("../src/ctx/model.ts");
+        for (const l of modelList(root(), secrets())) console.log(l);
       })
     );
 

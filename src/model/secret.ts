@@ -57,7 +57,7 @@ export function readSecret(
 }
 
 /**
- * Stores `key` for `provider`/`slot`: directories 0700, the file 0600 root's (owner-only),
+ * Stores `key` for `provider`/`slot`: directories 0711, the file 0600 root's (owner-only),
  * written by atomic replace. The key must be one line of printable characters.
  */
 export function writeSecret(
@@ -71,12 +71,14 @@ export function writeSecret(
   if (key === "" || key.length > MAX_SECRET || !/^[\x21-\x7e]+$/.test(key)) {
     throw new CtxError("EINVAL", "the key must be one non-empty line of printable characters");
   }
-  // Only the store's own levels are made 0700; a missing parent is an ordinary 0755 directory.
+  // Only the store's own levels are made 0711; a missing parent is an ordinary 0755 directory.
+  // 0711: nobody else can list or read them, but anyone may stat a path they already know, so
+  // `ctx model list` can say whether a provider's key is stored (never what it is).
   const parent = root.replace(/\/+[^/]*\/*$/, "");
   if (parent !== "") ensureDir(parent, 0o755);
   for (const d of [root, `${root}/provider`, `${root}/provider/${provider}`]) {
-    ensureDir(d, 0o700);
-    Deno.chmodSync(d, 0o700);
+    ensureDir(d, 0o711);
+    Deno.chmodSync(d, 0o711);
   }
   replaceFile(path, `${key}\n`, { mode: 0o600, uid: Deno.uid() ?? 0, gid: Deno.gid() ?? 0 });
   return path;

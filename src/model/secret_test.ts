@@ -2,7 +2,7 @@ import { assertEquals, assertThrows } from "../../tests/assert.ts";
 import { CtxError } from "../abi/errno.ts";
 import { readSecret, secretPath, writeSecret } from "./secret.ts";
 
-Deno.test("writeSecret() stores 0600 under 0700 levels by atomic replace; readSecret() reads it back", async () => {
+Deno.test("writeSecret() stores 0600 under 0711 levels by atomic replace; readSecret() reads it back", async () => {
   const tmp = await Deno.makeTempDir();
   const root = `${tmp}/secrets`;
   try {
@@ -12,7 +12,7 @@ Deno.test("writeSecret() stores 0600 under 0700 levels by atomic replace; readSe
     const modes = [root, `${root}/provider`, `${root}/provider/openai`, path].map((p) =>
       (Deno.statSync(p).mode ?? 0) & 0o777
     );
-    assertEquals(modes, [0o700, 0o700, 0o700, 0o600]);
+    assertEquals(modes, [0o711, 0o711, 0o711, 0o600]);
     writeSecret("openai", "default", { key: "sk-two", root });
     assertEquals(readSecret("openai", "default", root), "sk-two");
     assertEquals(readSecret("openai", "other", root), undefined);

@@ -1,5 +1,5 @@
 /** A first run as a user meets it: ctx finds the tree without CTX_ROOT, and says what to do when there is none or its daemon is gone. */
-import { assertEquals, assertStringIncludes } from "../assert.ts";
+import { assert, assertEquals, assertStringIncludes } from "../assert.ts";
 import { EXIT } from "../../src/abi/errno.ts";
 import {
   cleanup,
@@ -38,7 +38,9 @@ async function checkout(): Promise<
 > {
   const dir = await Deno.makeTempDir({ prefix: "cortexfs-checkout-" });
   Deno.mkdirSync(`${dir}/cli`);
-  Deno.copyFileSync(`${REPO}/cli/ctx.ts`, `${dir}/cli/ctx.ts`);
+  for (const f of ["ctx.ts", "ctx_program.ts"]) {
+    Deno.copyFileSync(`${REPO}/cli/${f}`, `${dir}/cli/${f}`);
+  }
   Deno.symlinkSync(`${REPO}/src`, `${dir}/src`);
   Deno.symlinkSync(`${REPO}/deno.json`, `${dir}/deno.json`); // what makes it a checkout
   const dev = `${dir}/.dev`;
@@ -173,4 +175,43 @@ Deno.test("cortexfsd as an ordinary user says at once that it needs root and how
     Deno.removeSync(dir, { recursive: true });
     Deno.removeSync(denoDir, { recursive: true });
   }
+});
+
+Deno.test({
+  name:
+    "dev mode keeps provider keys under .dev/: ctx provider set on the dev tree writes <checkout>/.dev/secrets, and the dev daemon's instances read keys from its own .dev/secrets",
+  ignore: systemTree(),
+  async fn() {
+    const c = await checkout();
+    let d: Daemon | null = null;
+    try {
+      update(c.storage, {});
+      d = await startDaemon(c, { args: ["--dev"] });
+      const set = await run(
+        [DENO, "run", "-A", "--quiet", `--config=${CONFIG}`, c.ctx, "provider", "set", "devp"],
+        {
+          clearEnv: true,
+          env: { PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin", HOME: "/root", NO_COLOR: "1" },
+          stdin: "sk-dev-0123456789\n",
+        },
+      );
+      assertEquals([set.code, set.stdout], [
+        0,
+        `stored ${c.dir}/.dev/secrets/provider/devp/default\n`,
+      ]);
+      assertEquals(
+        Deno.readTextFileSync(`${c.dir}/.dev/secrets/provider/devp/default`),
+        "sk-dev-0123456789\n",
+      );
+      // The daemon (this repository's cortexfsd, so its checkout is REPO) hands its instances
+      // REPO/.dev/secrets: the store of the checkout it runs from.
+      assertEquals((await ctxOf(c.ctx, ["agent", "send", "coder", "up"])).code, 0);
+      const pid = Number(Deno.readTextFileSync(`${c.mount}/agent/coder.d/pid`).trim());
+      const environ = Deno.readTextFileSync(`/proc/${pid}/environ`).split("\0");
+      assert(environ.includes(`CORTEXFS_SECRETS=${REPO}/.dev/secrets`), environ.join(" "));
+    } finally {
+      await cleanup(c, d);
+      await Deno.remove(c.dir, { recursive: true }).catch(() => {});
+    }
+  },
 });
