@@ -8,7 +8,7 @@ import { currentGeneration, currentName, update } from "../src/store/generation.
 import { latestVersion, MIGRATIONS } from "../src/store/migrate.ts";
 import { resolvePaths } from "../src/store/paths.ts";
 import { holdServing } from "../src/store/serving.ts";
-import { launchers, mountedType, startMountThread } from "../src/fuse/mod.ts";
+import { launchers, mountedType, prepareMountpoint, startMountThread } from "../src/fuse/mod.ts";
 import permissions from "../packaging/permissions.json" with { type: "json" };
 import { programArgv, self } from "../packaging/self.ts";
 
@@ -191,34 +191,17 @@ async function main(flags: Flags): Promise<number> {
     serve(n: string): Promise<string>;
     unserve(n: string): Promise<void>;
   } | null = null;
-  const handle = await startMountThread({
-    onAgent: (name) => runtime?.serve(name),
-    onAgentGone: (name) => runtime?.unserve(name),
-    root,
-    storage,
-    generation,
-    mount,
-    run,
-    // From the built file the launchers exec that file (no checkout); from source, the checkout.
-    bins: install.kind === "built" && install.exe
-      ? launchers(checkout, permissions, {
-        built: { exe: install.exe, programs: install.programs },
-      })
-      : launchers(checkout, permissions),
-    ttl,
-    debug: flags.debug,
-    waitMs: flags.loopWait === undefined ? undefined : Number(flags.loopWait),
-    priority,
-    fusermount: flags.fusermount,
-    host,
-  });
-  console.error(`cortexfsd: serving generation ${generation} at ${mount} (${handle.mounted.via})`);
-  console.error(`cortexfsd: the mount's serving thread: ${handle.sched}`);
-
   // This thread is the host: it holds every agent's listening socket and starts one instance
   // process per agent on demand (socket activation); the instances run the agent work on the
-  // backing generation. Started after the mount, closed before unmount. No per-agent index or
-  // recovery happens here: each instance does its own agent's when it starts.
+  // backing generation. Started before the mount (once /ctx appears every agent's socket
+  // answers: a script that waits for the mount and then sends is served; it used to find no
+  // socket for up to 0.8 s), closed before unmount. No per-agent index or recovery happens
+  // here: each instance does its own agent's when it starts.
+  // A live mount there is another daemon, whose sockets and instances the host's start would
+  // take for a killed one's: refused (EBUSY) before anything is touched; a dead one is cleared.
+  if (prepareMountpoint(mount) === "cleared") {
+    console.error(`cortexfsd: cleared a dead mount left at ${mount} by a killed daemon`);
+  }
   let control: { close(): Promise<void> } | undefined;
   try {
     const { startSupervisor } = await import("../src/runtime/supervisor.ts");
@@ -261,10 +244,39 @@ async function main(flags: Flags): Promise<number> {
     }
   } catch (e) {
     await control?.close();
-    await handle.stop();
     throw e;
   }
   console.error(`cortexfsd: agent sockets under ${run}/agent`);
+  let handle: Awaited<ReturnType<typeof startMountThread>>;
+  try {
+    handle = await startMountThread({
+      onAgent: (name) => runtime?.serve(name),
+      onAgentGone: (name) => runtime?.unserve(name),
+      root,
+      storage,
+      generation,
+      mount,
+      run,
+      // From the built file the launchers exec that file (no checkout); from source, the checkout.
+      bins: install.kind === "built" && install.exe
+        ? launchers(checkout, permissions, {
+          built: { exe: install.exe, programs: install.programs },
+        })
+        : launchers(checkout, permissions),
+      ttl,
+      debug: flags.debug,
+      waitMs: flags.loopWait === undefined ? undefined : Number(flags.loopWait),
+      priority,
+      fusermount: flags.fusermount,
+      host,
+    });
+  } catch (e) {
+    await control?.close();
+    await runtime?.close();
+    throw e;
+  }
+  console.error(`cortexfsd: serving generation ${generation} at ${mount} (${handle.mounted.via})`);
+  console.error(`cortexfsd: the mount's serving thread: ${handle.sched}`);
 
   // Close the runtime exactly once, whichever way the mount ends (signal or external unmount).
   let closing: Promise<void> | undefined;

@@ -14,6 +14,7 @@ import {
   run,
   startDaemon,
   startRuntimeDaemon,
+  until,
 } from "../fixture/mod.ts";
 import { update } from "../../src/store/generation.ts";
 
@@ -214,4 +215,42 @@ Deno.test({
       await Deno.remove(c.dir, { recursive: true }).catch(() => {});
     }
   },
+});
+
+Deno.test("a script that waits for the mount and then sends is served: every agent's socket answers before /ctx appears", async () => {
+  for (let i = 0; i < 3; i++) {
+    const tree = await makeTree();
+    let d: Daemon | null = null;
+    try {
+      d = await startDaemon(tree, { wait: false });
+      await until(() => {
+        try {
+          return Deno.statSync(`${tree.mount}/status`).isFile;
+        } catch {
+          return false;
+        }
+      }, "the mount's status file");
+      // The moment the mount shows: the agent's socket is already there (it used to be missing
+      // for up to 0.8 s, and a send then failed EHOSTDOWN).
+      assert(Deno.statSync(`${tree.mount}/agent/coder.sock`).isSocket, "coder.sock at mount time");
+      const r = await run(
+        [
+          DENO,
+          "run",
+          "-A",
+          "--quiet",
+          `--config=${CONFIG}`,
+          `${REPO}/cli/ctx.ts`,
+          "agent",
+          "send",
+          "coder",
+          "up",
+        ],
+        { env: { CTX_ROOT: tree.mount, NO_COLOR: "1" }, ms: 30_000 },
+      );
+      assertEquals([r.code, r.stdout, r.stderr], [0, "up\n", ""]);
+    } finally {
+      await cleanup(tree, d);
+    }
+  }
 });

@@ -90,7 +90,7 @@ Deno.test({
         { cwd: dir },
       );
       try {
-        await d.waitFor("agent sockets under");
+        await d.waitFor("cortexfsd: serving generation");
         const ctx = (args: string[]) =>
           run([...inside(d.child.pid), ...clean(home, { CTX_ROOT: mnt }), file, "ctx", ...args], {
             cwd: dir,

@@ -72,7 +72,7 @@ Deno.test({
         "-c",
         `cd '${dir}' && ${install} >/dev/null && exec ${serve}`,
       ]);
-      await daemon.waitFor("agent sockets under /run/cortexfs/agent");
+      await daemon.waitFor("cortexfsd: serving generation");
       const pid = daemon.child.pid;
 
       // The user's terminal: a tmux server of its own, inside the namespace, started as it.
