@@ -1,5 +1,6 @@
 /** `ctx agent chat|resume`: the human chat UI (line editing, history, buffered output, Ctrl+C). */
 import readline from "node:readline";
+import { PassThrough } from "node:stream";
 import process from "node:process";
 import type { Command } from "commander";
 import { type Errno, exitCode, isErrno, toCtxError } from "../abi/errno.ts";
@@ -40,6 +41,34 @@ async function printHistory(client: AgentClient, agent: string, session: string)
 }
 
 /**
+ * readline's input on a terminal, fed by Deno.stdin (whose reads run off the main thread), with
+ * raw mode set on fd 0 itself. Deno's node `process.stdin` reads a terminal the process cannot
+ * reopen (after `su - user` the pty is root's, 0600) with a blocking read on the main thread:
+ * the chat then stalled until the next key, every answer unseen (issue 25 item 2).
+ */
+function ttyInput(): { input: NodeJS.ReadableStream; stop(): void } {
+  const input = new PassThrough();
+  Object.assign(input, {
+    isTTY: true,
+    setRawMode(on: boolean) {
+      Deno.stdin.setRaw(on);
+      return input;
+    },
+  });
+  const reader = Deno.stdin.readable.getReader();
+  (async () => {
+    try {
+      for (let r = await reader.read(); !r.done; r = await reader.read()) input.write(r.value);
+    } catch { /* stopped, or the terminal is gone: end of input either way */ }
+    input.end();
+  })();
+  return {
+    input,
+    stop: () => void reader.cancel().catch(() => {}),
+  };
+}
+
+/**
  * The interactive loop: one connection, one run at a time; answer text printed a whole line at a
  * time, tool calls as one line each, approvals asked `[y/N]` on the terminal.
  */
@@ -54,8 +83,9 @@ export async function chat(root: string, agent: string, o: ChatArgs): Promise<nu
   const client = await AgentClient.connect(root, agent);
   const interactive = Boolean(process.stdin.isTTY);
   const style = styleFor({ terminal: Boolean(process.stdout.isTTY), env: Deno.env.toObject() });
+  const tty = interactive ? ttyInput() : undefined;
   const rl = readline.createInterface({
-    input: process.stdin,
+    input: tty?.input ?? process.stdin,
     output: process.stdout,
     terminal: interactive,
     historySize: 1000,
@@ -180,6 +210,7 @@ export async function chat(root: string, agent: string, o: ChatArgs): Promise<nu
   });
   rl.prompt();
   await closed;
+  tty?.stop();
   if (active) client.send({ op: "cancel", id: active });
   client.close();
   process.stdout.write("\n");
