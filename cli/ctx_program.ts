@@ -11,6 +11,7 @@ import {
   status,
   storageUpdate,
   TERMINAL_HELP,
+  why,
 } from "../src/ctx/mod.ts";
 import { EXIT } from "../src/abi/errno.ts";
 import { VERSION } from "../src/abi/version.ts";
@@ -48,6 +49,7 @@ Examples:
   ctx agent new mine --model debug/echo       a new agent of your own
   ctx cat agent/coder.d/window                read a control
   ctx set agent/coder.d/window 4096           write one, validated
+  ctx why agent/coder.d/window                why your last write of it was refused
   ctx agent history coder                     the runs of a session
   ctx model new local/llama --driver openai-chat --base-url http://127.0.0.1:11434/v1
                                               a model for a provider (root)
@@ -108,6 +110,16 @@ The tree is --root, else CTX_ROOT, else the first live mount of /ctx and this ch
           value,
           stdin: async () => new Uint8Array(await new Response(Deno.stdin.readable).arrayBuffer()),
         }))
+    );
+
+  program
+    .command("why")
+    .description("why your last write of a control through the mount was refused")
+    .argument("<path>", "ABI path of a control, e.g. agent/coder.d/window")
+    .action((path: string) =>
+      guarded(path, async () => {
+        Deno.stdout.writeSync(new TextEncoder().encode(await why(root(), path)));
+      })
     );
 
   program

@@ -1,5 +1,5 @@
 /** `ctx ls`, `ctx cat`, `ctx set`: plain file access to the tree, control writes validated. */
-import { CtxError, toCtxError } from "../abi/errno.ts";
+import { CtxError, ERRNO, toCtxError } from "../abi/errno.ts";
 import { abiPath, hostPath } from "./root.ts";
 
 const PLAIN: Record<string, string> = {
@@ -85,4 +85,26 @@ export async function set(
     const err = toCtxError(e, rel);
     throw new CtxError(err.errno, err.message, { path: err.path ?? rel, cause: e });
   }
+}
+
+/**
+ * `ctx why PATH`: why this user's last write of a control through the mount was refused (the
+ * mount keeps it in `user.cortexfs.refused`, for the writer only: write(2) carries only the
+ * errno), or that none was since the daemon started or since the last accepted write.
+ */
+export async function why(root: string, arg: string): Promise<string> {
+  const rel = abiPath(arg, root);
+  const { refusedWhy } = await import("../store/why.ts");
+  const r = refusedWhy(hostPath(root, rel));
+  if (typeof r === "number") {
+    const errno = Object.entries(ERRNO).find(([, v]) => v === -r)?.[0] ?? "EIO";
+    throw new CtxError(errno as keyof typeof ERRNO, "cannot read why a write was refused", {
+      path: rel,
+    });
+  }
+  if (r === "unsupported") return `${rel}: only the mount keeps why a write was refused\n`;
+  if (r === null) {
+    return `${rel}: no refused write of yours since the daemon started or your last accepted write\n`;
+  }
+  return `${rel}: ${r}`;
 }

@@ -10,7 +10,7 @@ export {
 } from "./root.ts";
 export type { FoundTree, RootVia } from "./root.ts";
 export { errorLine, guarded } from "./fail.ts";
-export { cat, ls, set } from "./files.ts";
+export { cat, ls, set, why } from "./files.ts";
 export { status } from "./status.ts";
 export { reportLines, storageUpdate } from "./storage.ts";
 export type { StorageUpdateArgs } from "./storage.ts";

@@ -95,6 +95,7 @@ export class ControlWriter {
   #commit: Commit;
   #check: Commit;
   #refused?: Refused;
+  #accepted?: (abiPath: string, uid: number) => void;
 
   constructor(
     path: string,
@@ -111,6 +112,8 @@ export class ControlWriter {
       check: Commit;
       /** Told of the first refusal of this handle (a writer sees only the errno). */
       refused?: Refused;
+      /** Told of each commit (the writer's earlier refusal is no longer why). */
+      accepted?: (abiPath: string, uid: number) => void;
     },
   ) {
     this.path = path;
@@ -124,6 +127,7 @@ export class ControlWriter {
     this.#commit = options.commit;
     this.#check = options.check;
     this.#refused = options.refused;
+    this.#accepted = options.accepted;
   }
 
   /** WRITE: bytes accepted or -errno (EMSGSIZE past 64 KiB; the rule's errno for final content). */
@@ -163,7 +167,9 @@ export class ControlWriter {
     if (this.failed) return this.failed;
     if (!this.dirty) return 0;
     if (!this.#changed || (owner !== null && owner !== this.#flusher)) {
-      return this.#run(this.#check);
+      // Not told: nothing written yet (the close of the fd `>` opened before the shell dup2s
+      // it) or another descriptor's close. Each `>` write used to log "the file is empty".
+      return this.#run(this.#check, { quiet: true });
     }
     const err = this.#run(this.#commit);
     if (err < 0) return (this.failed = err);
@@ -181,12 +187,14 @@ export class ControlWriter {
     return this.data.subarray(0, this.len);
   }
 
-  #run(f: Commit): number {
+  #run(f: Commit, options: { quiet?: boolean } = {}): number {
     try {
       f(this.path, this.data.slice(0, this.len), { uid: this.uid, gid: this.gid });
+      if (f === this.#commit) this.#accepted?.(this.path, this.uid);
       return 0;
     } catch (e) {
       const err = e instanceof CtxError ? e : toCtxError(e, this.path);
+      if (options.quiet) return -ERRNO[err.errno];
       // write(2)/close(2) carry only the errno: the rule goes to the daemon log, once a handle.
       if (this.#refused) this.#refused(this.path, this.uid, err);
       this.#refused = undefined;

@@ -89,7 +89,7 @@ export class Files {
     req: Request,
     options: { truncate: boolean; append?: boolean },
   ): ControlWriter | number {
-    const o = this.#t.o;
+    const o = this.#t.o, why = this.#t.why;
     const uid = req.uid;
     const ck = o.controlKind(path);
     if (ck === "readonly") return -E.EROFS;
@@ -109,7 +109,11 @@ export class Files {
       append: options.append,
       commit: o.commit,
       check: o.check,
-      refused: o.refused,
+      refused: (p, u, err) => {
+        why.refused(p, u, err);
+        o.refused?.(p, u, err);
+      },
+      accepted: (p, u) => why.accepted(p, u),
     });
   }
 

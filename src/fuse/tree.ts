@@ -1,4 +1,5 @@
 /** The projection's shared state: options, backing dir, nodes, handles, temps, and what each path is (kind, attributes, entries). */
+import { Why } from "./why.ts";
 import { type Attr, FOPEN } from "../abi/fuse.ts";
 import { ERRNO } from "../abi/errno.ts";
 import * as libc from "../sys/libc.ts";
@@ -102,6 +103,8 @@ function daemonWritten(path: string): boolean {
 /** The state every operation shares, and the path facts they all need. */
 export class Tree {
   readonly o: CtxFsOptions;
+  /** The last refused control write of each writer, for `user.cortexfs.refused`. */
+  readonly why = new Why();
   readonly nodes = new Nodes();
   /** The backing tree: parent directories reached without symlinks (see backing.ts). */
   readonly back: Backing;

@@ -13,6 +13,8 @@ const E = ERRNO;
 const enc = new TextEncoder();
 /** The namespace served; every name in it is listed by LISTXATTR. */
 const PREFIX = "user.cortexfs.";
+/** The caller's last refused write of a control (src/fuse/why.ts). */
+const REFUSED = `${PREFIX}refused`;
 /** The attribute names, in listing order (spec/fuse.md "Extended attributes"). */
 export const XATTR_NAMES = [
   "abi_path",
@@ -151,7 +153,13 @@ export class Xattrs {
     }
     const f = this.#facts(req.nodeid);
     if (typeof f === "number") return f;
-    const v = name.startsWith(PREFIX) ? this.#value(f, name.slice(PREFIX.length)) : null;
+    // Not listed (it has a value only for some callers): why the caller's last write of this
+    // control was refused, as `ctx why PATH` prints it.
+    const v = name === REFUSED
+      ? this.#t.why.of(f.path, req.uid)
+      : name.startsWith(PREFIX)
+      ? this.#value(f, name.slice(PREFIX.length))
+      : null;
     if (v === null) return -E.ENODATA;
     return this.#answer(out, req.arg.size, enc.encode(v));
   }
