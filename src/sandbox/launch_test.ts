@@ -3,7 +3,7 @@ import { assertEquals } from "../../tests/assert.ts";
 import { type Orphan, orphan, pidfdsSince, polledPids } from "../../tests/fixture/proc.ts";
 import { until } from "../../tests/fixture/wait.ts";
 import { reapInit } from "./launch.ts";
-import { bootId, type Receipt, startTime } from "./receipt.ts";
+import { bootId, type Receipt, receiptSeen, startTime } from "./receipt.ts";
 
 /** A receipt of `o` as launch() records one for a sandbox init (no launcher to speak of). */
 function receiptOf(o: Orphan): Receipt {
@@ -60,6 +60,9 @@ Deno.test("reapInit() of an init that has already exited waits for nothing: gone
     const r = receiptOf(o);
     await o.release();
     assertEquals(await o.ended(), "go\n");
+    // Its output ends before it exits: wait until the receipt no longer names a live process
+    // (a loaded machine ran reapInit in between once, and it waited for the exit: "exited").
+    await until(() => receiptSeen(r) !== "live", "the init's exit");
     // Exited (a zombie, or reaped: then its pid may even name another process): nothing to wait for.
     assertEquals(await reapInit(r, { exitMs: 60_000, killMs: 60_000 }), "gone");
   } finally {
