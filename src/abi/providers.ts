@@ -3,6 +3,13 @@ import { CtxError } from "./errno.ts";
 import { parseBaseURL } from "./model.ts";
 import { invalid, MAX_CONTROL_BYTES, quote, U32_MAX } from "./text.ts";
 
+/** The official endpoints of the wires that have one, used when a model's `default` names no `base_url` (openai-chat has none: every server differs). */
+export const WIRE_URLS: Readonly<Record<string, string | undefined>> = {
+  "openai-chat": undefined,
+  "openai-responses": "https://api.openai.com/v1",
+  "anthropic-messages": "https://api.anthropic.com/v1",
+};
+
 /** One provider's host configuration, as validated from `<dir>/<name>.json`. */
 export interface ProviderConfig {
   /** The provider component of `model/<provider>/<model>` (the file's stem). */

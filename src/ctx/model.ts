@@ -4,19 +4,14 @@ import { CtxError, toCtxError } from "../abi/errno.ts";
 import { checkName, tempName } from "../abi/names.ts";
 import { quote } from "../abi/text.ts";
 import { secretPath } from "../model/secret.ts";
-import { ANTHROPIC_URL } from "../model/anthropic.ts";
-import { OPENAI_URL } from "../model/responses.ts";
+import { WIRE_URLS } from "../abi/providers.ts";
 import { syncDir } from "../store/atomic.ts";
 import { loadModel } from "../store/agent.ts";
 import { hostBaseURL } from "../store/providers.ts";
 import { makeDir, modelEntry, writeAll } from "../store/tree.ts";
 
 /** The wire drivers `ctx model new` makes models for, with the endpoint each uses by default. */
-export const WIRES: Readonly<Record<string, string | undefined>> = {
-  "openai-chat": undefined, // every server differs: --base-url is required
-  "openai-responses": OPENAI_URL,
-  "anthropic-messages": ANTHROPIC_URL,
-};
+const WIRES = WIRE_URLS;
 
 /** Inputs of `ctx model new`. */
 export interface ModelNewArgs {

@@ -1,8 +1,9 @@
 /** The `anthropic-messages` driver: the Anthropic Messages API through the AI SDK (`@ai-sdk/anthropic`), loaded lazily. */
+import { WIRE_URLS } from "../abi/providers.ts";
 import { sdkDriver } from "./sdk.ts";
 
 /** The official endpoint, used when the model's `default` names no `base_url`. */
-export const ANTHROPIC_URL = "https://api.anthropic.com/v1";
+export const ANTHROPIC_URL = WIRE_URLS["anthropic-messages"]!;
 
 /**
  * POST `<base_url>/messages`, streamed, the key as `x-api-key`. `max_tokens` is the package's

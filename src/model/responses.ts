@@ -1,8 +1,9 @@
 /** The `openai-responses` driver: the OpenAI Responses API through the AI SDK (`@ai-sdk/openai`), loaded lazily. */
+import { WIRE_URLS } from "../abi/providers.ts";
 import { sdkDriver } from "./sdk.ts";
 
 /** The official endpoint, used when the model's `default` names no `base_url`. */
-export const OPENAI_URL = "https://api.openai.com/v1";
+export const OPENAI_URL = WIRE_URLS["openai-responses"]!;
 
 /**
  * POST `<base_url>/responses`, streamed. `store: false`: every request carries the whole
