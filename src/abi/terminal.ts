@@ -175,12 +175,23 @@ export function sizePayload(rows: number, cols: number): Uint8Array {
   return b;
 }
 
-/** Decodes a size payload; null when it is not 4 bytes of two non-zero u16s. */
+/**
+ * The largest window a client may set: the VT model keeps rows x cols cells (about 17 bytes each),
+ * so an unbounded resize from any attacher grows the (maybe root) ctxterm without limit.
+ */
+export const MAX_ROWS = 500;
+export const MAX_COLS = 1000;
+
+/**
+ * Decodes a size payload; null when it is not 4 bytes of two non-zero u16s. Each dimension is
+ * clamped to {@link MAX_ROWS} / {@link MAX_COLS} (a bigger window shows the top-left part).
+ */
 export function parseSize(p: Uint8Array): { rows: number; cols: number } | null {
   if (p.length !== 4) return null;
   const v = new DataView(p.buffer, p.byteOffset, 4);
   const rows = v.getUint16(0), cols = v.getUint16(2);
-  return rows > 0 && cols > 0 ? { rows, cols } : null;
+  if (rows === 0 || cols === 0) return null;
+  return { rows: Math.min(rows, MAX_ROWS), cols: Math.min(cols, MAX_COLS) };
 }
 
 /**

@@ -30,8 +30,36 @@ export interface Sink {
 const MAX_CALL = 120;
 const MAX_RESULT = 100;
 
+// Control characters (C0, DEL, C1), format characters (bidi overrides and isolates, zero-width
+// ones, soft hyphen), spaces other than U+0020, line and paragraph separators, private-use,
+// unassigned and lone surrogates: anything a terminal would act on, hide, or show as a plain space.
+const HIDDEN = /[\p{Cc}\p{Cf}\p{Zs}\p{Zl}\p{Zp}\p{Co}\p{Cn}\p{Cs}\\]/gu;
+
+/**
+ * `s` with every character a terminal would act on or hide shown as an escape (`\n`, `\x1b`,
+ * `\u{202e}`), and `\` as `\\`, so what is printed is exactly what runs, readable.
+ */
+export function visible(s: string): string {
+  return s.replace(HIDDEN, (c) => {
+    if (c === " ") return c;
+    if (c === "\\") return "\\\\";
+    if (c === "\n") return "\\n";
+    if (c === "\r") return "\\r";
+    if (c === "\t") return "\\t";
+    const n = c.codePointAt(0) ?? 0;
+    return n < 0x100 ? `\\x${n.toString(16).padStart(2, "0")}` : `\\u{${n.toString(16)}}`;
+  });
+}
+
+/** One argument as typed: bare when plain, else single-quoted (so `a b` is not two arguments). */
+function arg(s: string): string {
+  const v = visible(s);
+  return /^[\w./:=@%+,^-]+$/.test(v) ? v : `'${v.replaceAll("'", "\\'")}'`;
+}
+
+// Only for lines that ask nothing (finished calls): the approval prompt never clips.
 function clip(s: string, n: number): string {
-  const one = s.replace(/\s*\n\s*/g, " ").trim();
+  const one = visible(s.replace(/\s*\n\s*/g, " ").trim());
   return one.length > n ? one.slice(0, n - 1) + "…" : one;
 }
 
@@ -70,20 +98,28 @@ export function resultLines(
     head = `· ${call} → ${errno}${why ? `: ${why}` : ""}${cut}`;
   }
   if (!options.verbose || part.content === "") return [head];
-  const body = part.content.replace(/\n$/, "").split("\n").map((l) => `  ${l}`);
+  // Escaped too: a result must not rewrite the lines above it (a tab stays a tab).
+  const body = part.content.replace(/\n$/, "").split("\n").map((l) =>
+    `  ${visible(l).replaceAll("\\t", "\t")}`
+  );
   return [head, ...body];
 }
 
-/** The prompt for an approval request: `· tsh fs.stat /workspace needs approval: allow once? [y/N] `. */
+/**
+ * The prompt for an approval request: `· tsh fs.stat /workspace needs approval: allow once? [y/N] `.
+ * The whole command, never clipped (the terminal wraps a long one), each argument escaped by
+ * {@link visible} and quoted when it has spaces: the user consents to exactly what runs.
+ */
 export function approvalPrompt(f: ClientFrame): string {
   const args = Array.isArray(f.args) ? f.args.map(String) : [];
-  return `· ${callText("tsh", { args: args.length ? args : [String(f.name)] })} needs approval: ` +
-    `allow once? [y/N] `;
+  const words = ["tsh", ...(args.length ? args : [String(f.name)])].map(arg);
+  return `· ${words.join(" ")} needs approval: allow once? [y/N] `;
 }
 
 /** The note when an approval is denied without asking (no terminal to ask on). */
 export function deniedNote(f: ClientFrame): string {
-  return `· approval for ${f.name} denied (no terminal to ask on); rerun with --approve ${f.name}`;
+  const name = arg(String(f.name));
+  return `· approval for ${name} denied (no terminal to ask on); rerun with --approve ${name}`;
 }
 
 /** True for an answer that allows: `y` or `yes`, any case. Anything else (Enter too) denies. */

@@ -15,6 +15,7 @@ import { replay } from "../term/replay.ts";
 import { type AgentContext, TERMINAL_HELP } from "./agent.ts";
 import { pickSession } from "./client.ts";
 import { guarded } from "./fail.ts";
+import { runDirOf } from "./instance.ts";
 
 const uid = () => Deno.uid() ?? 0;
 
@@ -27,9 +28,23 @@ async function joinSession(
   mode: ClientMode,
   env: Record<string, string | undefined>,
   id?: string,
+  first?: string[],
 ): Promise<number> {
-  const socket = await resolveSocket(place, env);
-  return await join({ socket, mode, id });
+  const { path, conn } = await resolveSocket(place, env, { first });
+  return await join({ socket: path, conn, mode, id });
+}
+
+/**
+ * The host's own socket for a supervised terminal of `agent`'s `session`,
+ * `<run>/terminal/<agent>/<session>/main.sock` (root's 0711 directory: no user can put another
+ * server there), when a host serves the tree; tried before the alias a user may repoint.
+ */
+function hostTerminal(root: string, agent: string, session: string): string[] {
+  try {
+    return [`${runDirOf(root, agent)}/terminal/${agent}/${session}/main.sock`];
+  } catch {
+    return [];
+  }
 }
 
 /** Runs a join under `guarded` and then exits (a pending stdin read would keep ctx alive). */
@@ -73,7 +88,14 @@ export function register(agent: Command, ctx: AgentContext): void {
           const { loadAgent } = await import("../store/agent.ts");
           const owner = loadAgent(root, name, { secrets: false }).uid;
           const session = pickSession(root, owner, name, o.session);
-          return await joinSession({ root, uid: owner, agent: name, session }, mode, ctx.env);
+          const place = { root, uid: owner, agent: name, session };
+          return await joinSession(
+            place,
+            mode,
+            ctx.env,
+            undefined,
+            hostTerminal(root, name, session),
+          );
         })
       );
   }

@@ -1,6 +1,8 @@
 /** The watch/attach client of a terminal socket on the local tty: raw mode (always restored), detach key, window size, snapshot then live output. */
 import { CtxError, isErrno } from "../abi/errno.ts";
 import { type ClientMode, encodeFrame, FRAME, FrameReader, sizePayload } from "../abi/terminal.ts";
+import net from "node:net";
+import { fdOf, type PeerCred, peerCred } from "../sys/sock.ts";
 
 /** The detach key: Ctrl+] (0x1d), as telnet's escape. Watchers may also leave with Ctrl+C. */
 export const DETACH_KEY = 0x1d;
@@ -23,20 +25,125 @@ export interface JoinOptions {
   id?: string;
   /** Print status lines (`[attached ...]`) to stderr; default true. */
   quiet?: boolean;
+  /** Uids besides root that may serve the socket (default: {@link namedServers}). */
+  servers?: readonly number[];
+  /** A connection already made and checked (by {@link resolveSocket}): `socket` only names it. */
+  conn?: TermConn;
 }
 
-/** Connects to a terminal socket; ENOENT / ECONNREFUSED / EACCES as the kernel says. */
-export async function connect(path: string): Promise<Deno.UnixConn> {
+/**
+ * A connection to a terminal socket whose server's uid was checked (SO_PEERCRED) before any byte
+ * went out: the read/write surface `join` uses, over a node:net socket (Deno's own UnixConn
+ * gives no fd to ask the kernel about the peer).
+ */
+export class TermConn {
+  #chunks: Uint8Array[] = [];
+  #queued = 0;
+  #done = false;
+  #wake?: () => void;
+
+  constructor(readonly socket: net.Socket, readonly server: PeerCred) {
+    socket.on("data", (b: Uint8Array) => {
+      this.#chunks.push(b);
+      this.#queued += b.length;
+      if (this.#queued > 1 << 20) socket.pause(); // resumed as join reads
+      this.#wake?.();
+    });
+    const end = () => {
+      this.#done = true;
+      this.#wake?.();
+    };
+    socket.on("end", end);
+    socket.on("close", end);
+    socket.on("error", end);
+  }
+
+  /** Reads into `buf`: the byte count, or null at the end. */
+  async read(buf: Uint8Array): Promise<number | null> {
+    while (this.#chunks.length === 0) {
+      if (this.#done) return null;
+      await new Promise<void>((r) => this.#wake = r);
+      this.#wake = undefined;
+    }
+    const head = this.#chunks[0];
+    const n = Math.min(head.length, buf.length);
+    buf.set(head.subarray(0, n));
+    if (n === head.length) this.#chunks.shift();
+    else this.#chunks[0] = head.subarray(n);
+    this.#queued -= n;
+    if (this.#queued <= 1 << 20) this.socket.resume();
+    return n;
+  }
+
+  /** Writes all of `b`. */
+  write(b: Uint8Array): Promise<number> {
+    return new Promise((resolve, reject) => {
+      if (this.socket.destroyed) return reject(new CtxError("EPIPE", "the terminal closed"));
+      this.socket.write(b, (e) => e ? reject(e) : resolve(b.length));
+    });
+  }
+
+  closeWrite(): void {
+    this.socket.end();
+  }
+
+  close(): void {
+    this.socket.destroy();
+  }
+}
+
+/** A socket that answered, served by a uid we do not trust with our terminal. */
+export class WrongServer extends CtxError {}
+
+/**
+ * Connects to a terminal socket and checks who serves it before sending a byte: root, or a uid
+ * in `servers` (the terminal's owner; default: our own uid). Anyone else (a fake server behind an
+ * alias the user may point anywhere) is EACCES: it would read our keys and write to our terminal.
+ * ENOENT / ECONNREFUSED / EACCES as the kernel says.
+ */
+export async function connect(path: string, servers?: readonly number[]): Promise<TermConn> {
+  const socket = net.connect({ path, allowHalfOpen: true });
   try {
-    return await Deno.connect({ transport: "unix", path });
+    await new Promise<void>((resolve, reject) => {
+      socket.once("connect", resolve);
+      socket.once("error", reject);
+    });
   } catch (e) {
+    socket.destroy();
     const code = (e as { code?: string }).code ?? "";
-    const errno = isErrno(code)
-      ? code
-      : e instanceof Deno.errors.NotFound
-      ? "ENOENT"
-      : "ECONNREFUSED";
+    const errno = isErrno(code) ? code : "ECONNREFUSED";
     throw new CtxError(errno, `cannot connect to the terminal socket`, { path });
+  }
+  let cred: PeerCred;
+  try {
+    cred = peerCred(fdOf(socket));
+  } catch (e) {
+    socket.destroy();
+    throw e;
+  }
+  const ok = [0, ...(servers ?? [Deno.uid() ?? 0])];
+  if (!ok.includes(cred.uid)) {
+    socket.destroy();
+    throw new WrongServer(
+      "EACCES",
+      `the terminal socket is served by uid ${cred.uid} (pid ${cred.pid}), not by root or the ` +
+        `terminal's owner (uid ${ok.slice(1).join(", ")}): refused before sending anything`,
+      { path },
+    );
+  }
+  return new TermConn(socket, cred);
+}
+
+/**
+ * The uids a socket named on the command line may be served by: ours, and the owner of the path
+ * as named (lstat: a symlink's owner, never its target's), whose terminal we asked for.
+ */
+export function namedServers(path: string): number[] {
+  const self = Deno.uid() ?? 0;
+  try {
+    return [self, Deno.lstatSync(path).uid ?? self];
+  } catch {
+    return [self];
   }
 }
 
@@ -57,7 +164,7 @@ function out(b: Uint8Array | string): void {
  * the program's exit code when it ended meanwhile; a server refusal throws its errno.
  */
 export async function join(o: JoinOptions): Promise<number> {
-  const conn = await connect(o.socket);
+  const conn = o.conn ?? await connect(o.socket, o.servers ?? namedServers(o.socket));
   const tty = Deno.stdin.isTerminal();
   const interactive = tty && Deno.stdout.isTerminal();
   let raw = false;

@@ -195,7 +195,12 @@ export async function createTerminal(o: CreateOptions): Promise<Created> {
   const socket = userSocket(place, o.env);
   const alias = aliasPath(place);
   const { resolveSocket } = await import("./locate.ts");
-  const busy = await resolveSocket(place, o.env).catch(() => null);
+  const { WrongServer } = await import("./client.ts");
+  // Any server answering there makes the session busy (ours or not: it is not ours to replace).
+  const busy = await resolveSocket(place, o.env).then(
+    (r) => (r.conn.close(), r.path),
+    (e) => e instanceof WrongServer ? e.path ?? aliasPath(place) : null,
+  );
   if (busy) {
     throw new CtxError("EBUSY", `session "${o.session}" already has a live terminal`, {
       path: busy,

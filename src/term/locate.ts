@@ -4,7 +4,7 @@ import { sessionBase } from "../abi/layout.ts";
 import { parseTerminalEvents, type TerminalEvent, terminalMeta } from "../abi/terminal.ts";
 import type { TerminalMeta } from "../abi/terminal.ts";
 import { readRegularText } from "../store/regular.ts";
-import { connect } from "./client.ts";
+import { connect, type TermConn, WrongServer } from "./client.ts";
 
 /** One agent session of one uid in a tree. */
 export interface SessionPlace {
@@ -44,26 +44,27 @@ export function newTerminalId(now = new Date()): string {
   return `t-${stamp}-${rand}`;
 }
 
-async function answers(path: string): Promise<boolean> {
-  try {
-    const c = await connect(path);
-    c.close();
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 /**
- * The socket of a session's live terminal, in the seed's order: the ABI alias, then the user
- * runtime path; the first that accepts a connection wins. Neither: EHOSTDOWN (exit 69) naming both.
+ * The live terminal of a session, connected and its server checked ({@link connect}: root or a
+ * uid of `servers`): `first` (the host's run-dir socket of a supervised terminal, which no user can
+ * replace), then the seed's order, the ABI alias, then the user runtime path; the first that
+ * accepts a connection wins. One served by another uid is EACCES at once, never passed over: the
+ * alias was pointed somewhere else. None: EHOSTDOWN (exit 69) naming them.
  */
 export async function resolveSocket(
   p: SessionPlace,
   env: Record<string, string | undefined>,
-): Promise<string> {
-  const tried = [aliasPath(p), userSocket(p, env)];
-  for (const path of tried) if (await answers(path)) return path;
+  options: { servers?: readonly number[]; first?: string[] } = {},
+): Promise<{ path: string; conn: TermConn }> {
+  const tried = [...(options.first ?? []), aliasPath(p), userSocket(p, env)];
+  const servers = options.servers ?? [Deno.uid() ?? 0, p.uid];
+  for (const path of tried) {
+    try {
+      return { path, conn: await connect(path, servers) };
+    } catch (e) {
+      if (e instanceof WrongServer) throw e;
+    }
+  }
   throw new CtxError(
     "EHOSTDOWN",
     `no live terminal socket for agent "${p.agent}" session "${p.session}" (tried ${

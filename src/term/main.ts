@@ -1,6 +1,7 @@
 /** One terminal's life: the PTY program, its VT model, its recording and its socket, from spawn to `process.exit`. */
 import { CtxError, toCtxError } from "../abi/errno.ts";
 import type { TerminalMeta } from "../abi/terminal.ts";
+import { MAX_COLS, MAX_ROWS } from "../abi/terminal.ts";
 import { asUser, type FsId } from "../sys/fsid.ts";
 import type { ExitStatus, WinSize } from "../sys/pty.ts";
 import { PtyChild } from "./child.ts";
@@ -221,5 +222,6 @@ export function parseSizeArg(s: string): WinSize {
   if (!m || Number(m[1]) > 65535 || Number(m[2]) > 65535) {
     throw new CtxError("EINVAL", `size "${s}" is not ROWSxCOLS`);
   }
-  return { rows: Number(m[1]), cols: Number(m[2]) };
+  // The same bound as a client's resize (parseSize): the VT model's memory is rows x cols.
+  return { rows: Math.min(Number(m[1]), MAX_ROWS), cols: Math.min(Number(m[2]), MAX_COLS) };
 }

@@ -11,6 +11,7 @@ import {
   parseSize,
   sizePayload,
 } from "../abi/terminal.ts";
+import { foreignPeer } from "../runtime/foreign.ts";
 import { fdOf, peerCred, setCloexec } from "../sys/sock.ts";
 import type { WinSize } from "../sys/pty.ts";
 
@@ -167,9 +168,9 @@ export class TermServer {
     socket.on("error", () => {/* close follows */});
     this.#sockets.add(socket);
     socket.on("close", () => this.#sockets.delete(socket));
-    let cred;
+    let cred, fd;
     try {
-      const fd = fdOf(socket);
+      fd = fdOf(socket);
       setCloexec(fd);
       cred = peerCred(fd);
     } catch (e) {
@@ -179,6 +180,15 @@ export class TermServer {
     const verdict = admit(cred.uid, owner);
     if (!verdict.ok) {
       socket.end(jsonFrame(FRAME.error, { code: "EACCES", message: verdict.why }));
+      return;
+    }
+    // The owner's uid is not enough: a sandboxed tool runs as it too, and must not drive this (or
+    // another agent's) terminal. A peer in another mount namespace or root is refused, as on the
+    // agent sockets. A root peer of a server that is not root's is taken as is (its /proc is not
+    // ours to read; root is admitted by rule).
+    const foreign = cred.uid !== 0 || Deno.uid() === 0 ? foreignPeer(fd, cred.pid) : undefined;
+    if (foreign !== undefined) {
+      socket.end(jsonFrame(FRAME.error, { code: "EACCES", message: foreign }));
       return;
     }
     // The mode line: at most MAX_MODE_LINE bytes, then frames.
