@@ -2,7 +2,7 @@
 import { type Errno, toCtxError } from "../abi/errno.ts";
 import { openDir } from "../sandbox/workspace.ts";
 import { closeFd, peerPidfd, pidfdAlive } from "../sys/sock.ts";
-import { foreignPeer } from "./foreign.ts";
+import { foreignPeer } from "../sys/foreign.ts";
 
 /** A peer's workspace (an O_PATH fd the receiver owns), or why it has none. */
 export type Workspace = { fd: number } | { code: Errno; message: string };

@@ -11,7 +11,7 @@ import {
   parseSize,
   sizePayload,
 } from "../abi/terminal.ts";
-import { foreignPeer } from "../runtime/foreign.ts";
+import { foreignPeer } from "../sys/foreign.ts";
 import { fdOf, peerCred, setCloexec } from "../sys/sock.ts";
 import type { WinSize } from "../sys/pty.ts";
 

@@ -1,7 +1,7 @@
 /** foreignPeer(): a peer in the daemon's mount namespace and root is at home; a gone one is foreign. */
 import net from "node:net";
 import { assertEquals, assertMatch } from "../../tests/assert.ts";
-import { fdOf, peerCred } from "../sys/sock.ts";
+import { fdOf, peerCred } from "./sock.ts";
 import { foreignPeer } from "./foreign.ts";
 
 Deno.test("foreignPeer(): undefined for a child in the daemon's world; a reason once that child is gone", async () => {

@@ -1,6 +1,6 @@
 /** Whether a socket peer lives outside the daemon's world: another mount namespace or root. */
 import { errnoName } from "../abi/errno.ts";
-import { closeFd, peerPidfd, pidfdAlive } from "../sys/sock.ts";
+import { closeFd, peerPidfd, pidfdAlive } from "./sock.ts";
 
 function code(e: unknown): string {
   return (e as { code?: string })?.code ?? String(e);
