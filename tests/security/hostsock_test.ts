@@ -1,7 +1,9 @@
-/** Issue 24 item 2: `host.sock` cannot starve the daemon: a per-uid cap, a global cap well below the fd limit, and an accept loop that outlives EMFILE. */
+/** Issue 24 items 2 and 13: `host.sock` cannot starve the daemon (a per-uid cap, a global cap well below the fd limit, an accept loop that outlives EMFILE) and a uid's terminals are bounded. */
 import net from "node:net";
-import { assert, assertEquals } from "../assert.ts";
+import { assert, assertEquals, assertStringIncludes } from "../assert.ts";
 import { MAX_CONNS_PER_UID } from "../../src/runtime/server.ts";
+import { MAX_TERMINALS_PER_UID } from "../../src/runtime/terminals.ts";
+import { createAgent } from "../../src/store/agent_new.ts";
 import { BOUND_MS, type Target, withTarget } from "../fixture/mod.ts";
 
 /** A connection to host.sock that sends `{"op":"ps"}` and collects answer lines. */
@@ -144,3 +146,35 @@ Deno.test("host.sock: an accept error (EMFILE, the daemon's fds filled) does not
 
 /** The daemon's RLIMIT_NOFILE in the EMFILE test: its own fds at rest plus a few dozen. */
 const NOFILE = 80;
+
+Deno.test("host.sock: a uid's terminals are bounded (MAX_TERMINALS_PER_UID): one more start is refused EAGAIN and starts no ctxterm; root's control ops and the mount still answer", async () => {
+  const USER = 1000;
+  await withTarget(async (t) => {
+    const ws = `${t.tree.dir}/ws`;
+    const start = (s: string) =>
+      t.ctx(["agent", "start", "bob", "--json", "-s", s], { uid: USER, cwd: ws, ms: 60_000 });
+    for (let i = 0; i < MAX_TERMINALS_PER_UID; i++) {
+      const r = await start(`s${i}`);
+      assertEquals(r.code, 0, `start s${i}: ${r.stdout} ${r.stderr}`);
+    }
+    const over = await start("over");
+    assert(over.code !== 0, `the start over the cap succeeded: ${over.stdout}`);
+    assertStringIncludes(over.stdout + over.stderr, "EAGAIN");
+    const ps = await t.ctx(["agent", "ps", "--json"]);
+    const frame = JSON.parse(ps.stdout.trim().split("\n").find((l) => l.startsWith("{")) ?? "{}");
+    const sessions = frame.instances.flatMap((i: { terminals: { session: string }[] }) =>
+      i.terminals.map((x) => x.session)
+    ).sort();
+    assertEquals(sessions, [...Array(MAX_TERMINALS_PER_UID).keys()].map((i) => `s${i}`).sort());
+    await t.bystander();
+    const stop = await t.ctx(["agent", "stop", "bob"]);
+    assertEquals(stop.code, 0, stop.stderr);
+  }, {
+    setup: (tree) => {
+      Deno.chmodSync(tree.dir, 0o755);
+      createAgent(tree.root, "bob", { uid: USER, gid: USER });
+      Deno.mkdirSync(`${tree.dir}/ws`, { mode: 0o755 });
+      Deno.chownSync(`${tree.dir}/ws`, USER, USER);
+    },
+  });
+});
