@@ -4,12 +4,20 @@ import net from "node:net";
 import { AGENT_CONTROLS } from "../abi/controls.ts";
 import { CtxError, toCtxError } from "../abi/errno.ts";
 import { readControl, resolveAgent } from "../store/agent.ts";
-import { closeFd, fdOf, peerCred, setCloexec } from "../sys/sock.ts";
+import { ERRNO, errnoName } from "../abi/errno.ts";
+import { ARCH } from "../sys/arch.ts";
+import { errno, libc } from "../sys/ffi.ts";
+import { listenUnix, pollReadable, Wake } from "../sys/listen.ts";
+import { POLL, PollFds } from "../sys/poll.ts";
+import { closeFd, type PeerCred, peerCred } from "../sys/sock.ts";
+import { MAX_CONNS_PER_UID } from "./server.ts";
 import { peerWorkspace, type Workspace } from "./peer.ts";
 import type { Supervisor } from "./supervisor.ts";
 
 /** Longest request line (a name is at most 64 bytes; the rest is slack). */
 const MAX_LINE = 4096;
+/** accept(2): the peer left before its connection was accepted. */
+const ECONNABORTED = 103;
 const NAME = /^[a-zA-Z0-9][a-zA-Z0-9._+-]{0,63}$/;
 
 /** The control socket's path under a run dir. */
@@ -40,7 +48,7 @@ async function answer(
   supervisor: () => Supervisor | undefined,
   root: string,
   uid: number,
-  workspace: Workspace,
+  workspaceOf: () => Workspace,
   line: string,
 ): Promise<unknown> {
   const sup = supervisor();
@@ -79,6 +87,7 @@ async function answer(
       // The session's terminal, in the requester's own cwd (opened at accept, never from the frame).
       let terminal = null, already = r.already;
       if (v.terminal !== false) {
+        const workspace = workspaceOf();
         if (!("fd" in workspace)) {
           throw new CtxError("EACCES", `no workspace: ${workspace.message}`);
         }
@@ -105,37 +114,85 @@ async function answer(
 }
 
 /**
- * Serves `<run>/host.sock` (0666, close-on-exec) for the supervisor `sup()` returns. Start it
- * before the supervisor: its listener is close-on-exec only once `listen` is done, and no
- * instance may be spawned before then.
+ * Live control connections of all non-root uids together. Each holds one root fd (two while a
+ * `start` hands its cwd over), in the fd table of the process serving `/dev/fuse`: 256 keeps the
+ * worst case near 512 fds, far below the daemon's RLIMIT_NOFILE (spec/runtime.md "Host control
+ * socket" has the numbers), so a flood never leaves the mount without fds. Root is not counted here
+ * (only on its own per-uid cap): the administrator can always stop an agent.
  */
-export async function serveControl(
+export const MAX_CONTROL_CONNS = 256;
+
+/** Longest wait between two accepts after an accept error (EMFILE, ENFILE, ENOBUFS, ...). */
+const MAX_BACKOFF_MS = 1000;
+
+/**
+ * Serves `<run>/host.sock` (0666, close-on-exec) for the supervisor `sup()` returns. Start it
+ * before the supervisor. The listener is the host's own (made close-on-exec) and so is the accept
+ * loop: an accept error (EMFILE, ENFILE, ...) is waited out, never the end of the listener, and
+ * each connection is counted on its uid's cap ({@link MAX_CONNS_PER_UID}, as the agent sockets)
+ * and on {@link MAX_CONTROL_CONNS} before anything else is done for it.
+ */
+export function serveControl(
   sup: () => Supervisor | undefined,
   options: { root: string; run: string },
-): Promise<Control> {
+): Control {
   const path = hostSocket(options.run);
   try {
     if (Deno.lstatSync(path).isSocket) Deno.removeSync(path); // a killed host's
   } catch { /* absent */ }
+  const lfd = listenUnix(path);
+  if (lfd < 0) throw new CtxError(errnoName(-lfd), `cannot listen on ${path}`);
+  Deno.chmodSync(path, 0o666);
   const socks = new Set<net.Socket>();
-  const server = net.createServer((socket) => {
-    let uid: number, workspace: Workspace;
+  const peers = new Map<number, number>();
+  let others = 0; // live connections of non-root uids
+  // Rung on close and whenever a connection ends: an accept loop waiting out EMFILE retries then.
+  const wake = new Wake();
+  let closed = false;
+
+  const serve = (fd: number) => {
+    // Refused before node:net ever sees the fd: nothing is kept, nothing waits on the peer.
+    let cred: PeerCred;
     try {
-      const fd = fdOf(socket);
-      setCloexec(fd);
-      const cred = peerCred(fd);
-      uid = cred.uid;
-      // At accept, as the host (every capability): the requester's cwd, or why it has none.
-      workspace = peerWorkspace(fd, cred.pid);
-    } catch {
-      socket.destroy();
-      return;
+      cred = peerCred(fd);
+    } catch (e) {
+      const err = toCtxError(e);
+      return refuseFd(fd, errorOf(err.errno, err.message));
     }
+    const uid = cred.uid;
+    const live = peers.get(uid) ?? 0;
+    if (live >= MAX_CONNS_PER_UID) {
+      return refuseFd(
+        fd,
+        errorOf("EBUSY", `uid ${uid} already has ${MAX_CONNS_PER_UID} connections to ${path}`),
+      );
+    }
+    if (uid !== 0 && others >= MAX_CONTROL_CONNS) {
+      return refuseFd(
+        fd,
+        errorOf("EBUSY", `${MAX_CONTROL_CONNS} connections to ${path} are open; ask again later`),
+      );
+    }
+    const socket = new net.Socket(
+      { fd, readable: true, writable: true } as net.SocketConstructorOpts,
+    );
+    peers.set(uid, live + 1);
+    if (uid !== 0) others++;
     socks.add(socket);
+    // Opened when a `start` needs it, not at accept: a connection for ps/status holds one fd.
+    let workspace: Workspace | undefined;
+    const workspaceOf = () => workspace ??= peerWorkspace(fd, cred.pid);
     socket.on("close", () => {
       socks.delete(socket);
+      const n = (peers.get(uid) ?? 1) - 1;
+      if (n > 0) peers.set(uid, n);
+      else peers.delete(uid);
+      if (uid !== 0) others--;
       // After the requests under way: a start may still hand the fd to its terminal.
-      if ("fd" in workspace) void chain.then(() => closeFd(workspace.fd as number));
+      void chain.then(() => {
+        if (workspace && "fd" in workspace) closeFd(workspace.fd);
+        if (!closed) wake.ring();
+      });
     });
     socket.on("error", () => {/* the peer left */});
     let buf = "";
@@ -157,7 +214,7 @@ export async function serveControl(
         chain = chain.then(async () => {
           let out: unknown;
           try {
-            out = await answer(sup, options.root, uid, workspace, line);
+            out = await answer(sup, options.root, uid, workspaceOf, line);
           } catch (e) {
             const err = toCtxError(e);
             out = errorOf(err.errno, err.message);
@@ -166,25 +223,63 @@ export async function serveControl(
         });
       }
     });
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(path, () => {
-      server.off("error", reject);
-      resolve();
-    });
-  });
-  setCloexec(fdOf(server));
-  Deno.chmodSync(path, 0o666);
+  };
+
+  const loop = (async () => {
+    let backoff = 0;
+    while (!closed) {
+      const fd = libc().accept4(lfd, null, null, ARCH.SOCK.NONBLOCK | ARCH.SOCK.CLOEXEC);
+      if (fd >= 0) {
+        backoff = 0;
+        serve(fd);
+        continue;
+      }
+      const e = errno();
+      if (e === ERRNO.EAGAIN) {
+        await pollReadable([lfd], wake);
+        continue;
+      }
+      if (e === ERRNO.EINTR || e === ECONNABORTED) continue;
+      // EMFILE, ENFILE, ENOBUFS, ENOMEM or anything else: the connection stays queued; retry
+      // once a connection closes, or after a backoff (a full table may be someone else's).
+      backoff = Math.min(backoff ? backoff * 2 : 10, MAX_BACKOFF_MS);
+      await waitWake(wake, backoff);
+    }
+  })();
+
   return {
     path,
     async close() {
-      const closed = new Promise<void>((r) => server.close(() => r()));
+      closed = true;
+      wake.ring();
+      await loop;
       for (const s of socks) s.destroy();
-      await closed;
+      closeFd(lfd);
+      wake.close();
       try {
         Deno.removeSync(path);
       } catch { /* gone */ }
     },
   };
+}
+
+/**
+ * Answers a refused connection with one frame and closes it at once (nonblocking; a small frame
+ * fits an empty socket buffer). What the peer already sent is read first: a close with unread
+ * data would reset the connection and the peer could lose the frame.
+ */
+function refuseFd(fd: number, frame: unknown): void {
+  const s = libc();
+  const out = new TextEncoder().encode(JSON.stringify(frame) + "\n");
+  s.write(fd, out, BigInt(out.length));
+  const buf = new Uint8Array(MAX_LINE);
+  for (let i = 0; i < 4 && Number(s.read(fd, buf, BigInt(buf.length))) > 0; i++);
+  closeFd(fd);
+}
+
+/** Waits until `wake` rings or `ms` passed (off the JS thread), then drains it. */
+async function waitWake(wake: Wake, ms: number): Promise<void> {
+  const p = PollFds.of([wake.fd], POLL.IN);
+  await libc().poll(p.buf, p.count, ms);
+  wake.drain();
 }

@@ -55,6 +55,12 @@ export interface TerminalRequest {
   workspace: number;
 }
 
+/**
+ * Terminals (root ctxterm processes) one uid other than root may have live or starting, across
+ * every agent it owns; one more is refused EAGAIN.
+ */
+export const MAX_TERMINALS_PER_UID = 8;
+
 /** What {@link startTerminals} needs. */
 export interface TerminalsOptions {
   root: string;
@@ -98,6 +104,7 @@ interface Live {
  */
 export async function startTerminals(o: TerminalsOptions): Promise<Terminals> {
   const key = (agent: string, session: string) => `${agent}/${session}`;
+  const startingBy = new Map<number, number>(); // terminals being started, by owner uid
   const top = terminalsDir(o.run);
   ensureDir(top, 0o711);
   Deno.chmodSync(top, 0o711); // the owners reach their sockets through it; nobody lists it
@@ -277,12 +284,31 @@ export async function startTerminals(o: TerminalsOptions): Promise<Terminals> {
       }
       const pending = starting.get(k);
       if (pending) return pending.then((r) => ({ ...r, already: true }));
+      // A new one: each is a root ctxterm, so a uid other than root has a bounded number.
+      if (req.uid !== 0) {
+        const mine = [...lives.values()].filter((l) => l.info.owner === req.uid).length +
+          (startingBy.get(req.uid) ?? 0);
+        if (mine >= MAX_TERMINALS_PER_UID) {
+          return Promise.reject(
+            new CtxError(
+              "EAGAIN",
+              `uid ${req.uid} already has ${MAX_TERMINALS_PER_UID} terminals; stop one first`,
+            ),
+          );
+        }
+      }
+      startingBy.set(req.uid, (startingBy.get(req.uid) ?? 0) + 1);
       const p = (async () => {
         if (have) await have.exited; // a stop is under way: the new one follows it
         return { terminal: await spawnTerminal(req), already: false };
       })();
       starting.set(k, p);
-      return p.finally(() => starting.delete(k));
+      return p.finally(() => {
+        starting.delete(k);
+        const n = (startingBy.get(req.uid) ?? 1) - 1;
+        if (n > 0) startingBy.set(req.uid, n);
+        else startingBy.delete(req.uid);
+      });
     },
     async stop(agent) {
       const mine = [...lives.values()].filter((l) => l.info.agent === agent);
