@@ -1,6 +1,6 @@
 /** Runs a profile under bubblewrap: no fd above 2 leaks in, and a --block-fd gate holds the command until the receipt is recorded. */
 import { CtxError, errnoName } from "../abi/errno.ts";
-import { F, fcntl } from "../sys/libc.ts";
+import { close, cstr, F, fcntl, O, open, pwrite } from "../sys/libc.ts";
 import { asSender } from "../sys/fsid.ts";
 import { closeFd, pidfdSignal } from "../sys/sock.ts";
 import { waitExits } from "../sys/wait.ts";
@@ -117,6 +117,32 @@ export function inheriting<T>(fds: readonly number[], spawn: () => T): T {
 
 let cachedLayout: HostLayout | undefined;
 
+/**
+ * An unnamed file (O_TMPFILE in `dir`, 0600, never linked) holding `words` NUL-separated, at
+ * offset 0, for bwrap's `--args <fd>`: bwrap reads it whole and closes it in the child. The
+ * environment's words travel this way because every local user can read an argv
+ * (/proc/<pid>/cmdline); an open fd of this process is readable only by whoever may ptrace it.
+ */
+export function envFd(dir: string, words: readonly string[]): number {
+  const fd = open(cstr(dir), O.TMPFILE | O.RDWR, 0o600);
+  if (fd < 0) {
+    throw new CtxError(errnoName(-fd), `cannot make the sandbox's environment file in ${dir}`);
+  }
+  try {
+    const bytes = new TextEncoder().encode(words.map((w) => w + "\0").join(""));
+    // pwrite: the file offset stays 0, where bwrap starts reading.
+    for (let off = 0; off < bytes.length;) {
+      const n = pwrite(fd, bytes.subarray(off), off);
+      if (n <= 0) throw new CtxError(errnoName(-n || 5), "cannot write the sandbox's environment");
+      off += n;
+    }
+    return fd;
+  } catch (e) {
+    close(fd);
+    throw e;
+  }
+}
+
 /** The argv that runs `spec` (setpriv drops to the agent identity when the launcher is root). */
 export function launchArgv(
   spec: SandboxSpec,
@@ -128,10 +154,18 @@ export function launchArgv(
     /** setsid inside (default true); a PTY session passes false to keep its controlling tty. */
     newSession?: boolean;
   },
-): { argv: string[]; data: Record<string, string>; fds: number[] } {
+): {
+  argv: string[];
+  data: Record<string, string>;
+  fds: number[];
+  /** The environment's fd ({@link envFd}, one of `fds`): the caller closes it once spawned. */
+  envFd: number;
+} {
   const p = profile(spec, options);
   const gated = options.gated ?? true;
-  const argv = ["/bin/bash", "-c", gate(p.fds, { gated }), "cortexfs-gate"];
+  const env = envFd(options.dataDir, p.env);
+  const fds = [...p.fds, env];
+  const argv = ["/bin/bash", "-c", gate(fds, { gated }), "cortexfs-gate"];
   if (Deno.uid() === 0) {
     const groups = spec.groups ?? [];
     argv.push(
@@ -142,19 +176,22 @@ export function launchArgv(
       "--",
     );
   } else if (spec.uid !== Deno.uid()) {
+    close(env);
     throw new CtxError(
       "EPERM",
       `cannot run agent uid ${spec.uid} from uid ${Deno.uid()} without root`,
     );
   }
-  const { info, block } = gateFds(p.fds);
+  const { info, block } = gateFds(fds);
   argv.push(
     "bwrap",
     ...p.args,
+    "--args", // the --setenv words, right after the profile's --clearenv
+    `${env}`,
     ...(gated ? ["--info-fd", `${info}`, "--block-fd", `${block}`] : []),
   );
   argv.push("--", ...p.command);
-  return { argv, data: p.data, fds: p.fds };
+  return { argv, data: p.data, fds, envFd: env };
 }
 
 /** A sandboxed process whose stdio the caller drives (an executable agent's step). */
@@ -185,21 +222,24 @@ export function spawnSandbox(
   };
   try {
     Deno.chmodSync(dataDir, 0o711); // bwrap runs as the agent uid: it reads these files
-    const { argv, data, fds } = launchArgv(spec, { dataDir, layout, gated: false });
-    for (const [name, text] of Object.entries(data)) {
-      Deno.writeTextFileSync(`${dataDir}/${name}`, text, { mode: 0o444 });
-      Deno.chmodSync(`${dataDir}/${name}`, 0o444);
+    const { argv, data, fds, envFd: env } = launchArgv(spec, { dataDir, layout, gated: false });
+    try {
+      for (const [name, text] of Object.entries(data)) {
+        Deno.writeTextFileSync(`${dataDir}/${name}`, text, { mode: 0o444 });
+        Deno.chmodSync(`${dataDir}/${name}`, 0o444);
+      }
+      const command = new Deno.Command(setsidPath(), {
+        args: argv,
+        clearEnv: true,
+        env: { PATH: "/usr/bin:/bin" },
+        stdin: "piped",
+        stdout: "piped",
+        stderr: options.stderr ?? "null",
+      });
+      return { child: inheriting(fds, () => command.spawn()), cleanup };
+    } finally {
+      close(env); // bwrap has its copy
     }
-    const command = new Deno.Command(setsidPath(), {
-      args: argv,
-      clearEnv: true,
-      env: { PATH: "/usr/bin:/bin" },
-      stdin: "piped",
-      stdout: "piped",
-      stderr: options.stderr ?? "null",
-    });
-    const child = inheriting(fds, () => command.spawn());
-    return { child, cleanup };
   } catch (e) {
     cleanup();
     throw e;
@@ -281,24 +321,29 @@ export async function launch(
   try {
     // bwrap runs as the agent uid: it must be able to read the synthetic passwd/group.
     await Deno.chmod(dataDir, 0o711);
-    const { argv, data, fds } = launchArgv(spec, {
+    const { argv, data, fds, envFd: env } = launchArgv(spec, {
       dataDir,
       layout,
       dieWithParent: options.dieWithParent,
     });
-    for (const [name, text] of Object.entries(data)) {
-      await Deno.writeTextFile(`${dataDir}/${name}`, text, { mode: 0o444 });
-      await Deno.chmod(`${dataDir}/${name}`, 0o444);
+    let child: Deno.ChildProcess;
+    try {
+      for (const [name, text] of Object.entries(data)) {
+        await Deno.writeTextFile(`${dataDir}/${name}`, text, { mode: 0o444 });
+        await Deno.chmod(`${dataDir}/${name}`, 0o444);
+      }
+      const command = new Deno.Command(argv[0], {
+        args: argv.slice(1),
+        clearEnv: true,
+        env: { PATH: "/usr/bin:/bin" },
+        stdin: "piped",
+        stdout: "piped",
+        stderr: "piped",
+      });
+      child = inheriting(fds, () => command.spawn());
+    } finally {
+      close(env); // bwrap has its copy
     }
-    const command = new Deno.Command(argv[0], {
-      args: argv.slice(1),
-      clearEnv: true,
-      env: { PATH: "/usr/bin:/bin" },
-      stdin: "piped",
-      stdout: "piped",
-      stderr: "piped",
-    });
-    const child = inheriting(fds, () => command.spawn());
     let receipt: Receipt | undefined;
     // Kill the sandbox init only: bwrap, its parent, reaps it and then exits, so once
     // child.status resolves the whole namespace is gone (killing bwrap too would orphan the

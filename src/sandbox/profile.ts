@@ -89,11 +89,28 @@ export interface Profile {
   /** Files the launcher writes under dataDir before spawning: name -> content. */
   data: Record<string, string>;
   /**
+   * The `--setenv NAME VALUE` words, kept off `args`: an agent's `env` holds secrets, and an argv
+   * is readable by every local user in /proc/<pid>/cmdline. The launcher hands them to bwrap
+   * through an fd (`--args`, after `args`' `--clearenv`; src/sandbox/launch.ts `envFd`).
+   */
+  env: string[];
+  /**
    * Host fds bwrap is handed (`--bind-fd <n>`), at their own numbers: the launcher's spawn must
    * pass each one open at that number (src/sandbox/launch.ts `inheriting`, `gate`).
    */
   fds: number[];
 }
+
+/**
+ * Bytes each writable tmpfs of a sandbox may hold (bwrap `--size`). Their pages are shared memory,
+ * counted by no rlimit: this is a run's bound on them (spec/sandbox.md "Limits"). /tmp holds
+ * tsh's DENO_DIR cache too.
+ */
+export const TMPFS = {
+  "/tmp": 512 * 1024 * 1024,
+  "/run": 16 * 1024 * 1024,
+  "/dev/shm": 64 * 1024 * 1024,
+} as const;
 
 const SAFE_ETC = [
   "alternatives",
@@ -200,7 +217,14 @@ export function profile(spec: SandboxSpec, options: ProfileOptions): Profile {
   const dataDir = absolute(options.dataDir, "data dir");
   a.push("--ro-bind", `${dataDir}/passwd`, "/etc/passwd");
   a.push("--ro-bind", `${dataDir}/group`, "/etc/group");
-  a.push("--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/run");
+  // Every writable tmpfs has a size (unsized, each could take half of RAM, outside RLIMIT_DATA):
+  // /tmp, /run and /dev/shm (POSIX shm) as TMPFS says; /dev itself (bwrap's own tmpfs, which
+  // --size cannot reach) is remounted read-only once /dev/shm is mounted on it (the device nodes
+  // and /dev/pts are mounts of their own and stay usable).
+  a.push("--proc", "/proc", "--dev", "/dev");
+  a.push("--size", String(TMPFS["/dev/shm"]), "--tmpfs", "/dev/shm", "--remount-ro", "/dev");
+  a.push("--size", String(TMPFS["/tmp"]), "--tmpfs", "/tmp");
+  a.push("--size", String(TMPFS["/run"]), "--tmpfs", "/run");
   a.push("--ro-bind", absolute(spec.ctx, "ctx root"), "/ctx");
   a.push("--bind", absolute(spec.home, "home"), "/home/agent");
   const fds: number[] = [];
@@ -231,12 +255,13 @@ export function profile(spec: SandboxSpec, options: ProfileOptions): Profile {
   }
   for (const b of spec.binds ?? []) bind(b);
   a.push("--chdir", absolute(spec.cwd ?? "/workspace", "cwd"), "--cap-drop", "ALL", "--clearenv");
+  const env: string[] = [];
   for (const [k, v] of Object.entries(spec.env)) {
     if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(k) || v.includes("\0")) {
       throw new CtxError("EINVAL", `sandbox environment entry "${k}" is not a valid variable`);
     }
-    a.push("--setenv", k, v);
+    env.push("--setenv", k, v);
   }
   if (spec.command.length === 0) throw new CtxError("EINVAL", "sandbox command is empty");
-  return { args: a, command: limited(spec), data: accounts(spec), fds };
+  return { args: a, command: limited(spec), data: accounts(spec), fds, env };
 }

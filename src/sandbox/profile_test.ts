@@ -50,8 +50,18 @@ Deno.test("profile() builds the whole bwrap argv: namespaces, read-only system, 
     "/proc",
     "--dev",
     "/dev",
+    "--size",
+    String(64 << 20),
+    "--tmpfs",
+    "/dev/shm",
+    "--remount-ro",
+    "/dev",
+    "--size",
+    String(512 << 20),
     "--tmpfs",
     "/tmp",
+    "--size",
+    String(16 << 20),
     "--tmpfs",
     "/run",
     "--ro-bind",
@@ -78,10 +88,10 @@ Deno.test("profile() builds the whole bwrap argv: namespaces, read-only system, 
     "--cap-drop",
     "ALL",
     "--clearenv",
-    "--setenv",
-    "HOME",
-    "/home/agent",
   ]); // deno-fmt-ignore
+  // The environment is never on the argv (an agent's env holds secrets): the launcher hands
+  // these words to bwrap through an fd (--args).
+  assertEquals(p.env, ["--setenv", "HOME", "/home/agent"]);
   assertEquals(p.data, {
     passwd: "agent:x:1000:1000:CortexFS agent:/home/agent:/bin/bash\n" +
       "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",

@@ -10,6 +10,7 @@ import { tshBundle } from "../tool/bundle.ts";
 import { TSH_NPROC_HEADROOM, tshInSandbox } from "../tool/run.ts";
 import { layoutOnce, prepareView } from "../tool/view.ts";
 import type { FsId } from "../sys/fsid.ts";
+import { close } from "../sys/libc.ts";
 
 /** Where the sandbox's shell keeps its line history (in the agent home, never the workspace). */
 export const HISTORY = "/home/agent/.tsh_history";
@@ -60,7 +61,10 @@ export async function agentShell(p: ShellPlan): Promise<AgentShell> {
   const run = resolvePaths({ env: p.env }).run;
   const view = prepareView(agent, { root, uid: p.uid, workspace: p.workspace, hidden: [run] });
   const dataDir = Deno.makeTempDirSync({ prefix: "cortexfs-term-" });
+  let argsFd = -1; // the environment's fd (launchArgv's envFd), held until the spawn is over
   const cleanup = () => {
+    if (argsFd >= 0) close(argsFd);
+    argsFd = -1;
     view.close();
     try {
       Deno.removeSync(dataDir, { recursive: true });
@@ -75,7 +79,7 @@ export async function agentShell(p: ShellPlan): Promise<AgentShell> {
       uid: p.uid,
       ctxPath: agent.path,
     });
-    const { argv, data, fds } = launchArgv({
+    const { argv, data, fds, envFd } = launchArgv({
       ...view.spec,
       nprocHeadroom: TSH_NPROC_HEADROOM,
       env: { ...env, ...DENO_ENV },
@@ -86,6 +90,7 @@ export async function agentShell(p: ShellPlan): Promise<AgentShell> {
         HISTORY,
       ]),
     }, { dataDir, layout: layoutOnce(), dieWithParent: true, gated: false, newSession: false });
+    argsFd = envFd;
     for (const [name, text] of Object.entries(data)) {
       Deno.writeTextFileSync(`${dataDir}/${name}`, text, { mode: 0o444 });
       Deno.chmodSync(`${dataDir}/${name}`, 0o444);
