@@ -2,7 +2,7 @@
 import { encode, GETATTR_FH, OP, STATFS_OUT } from "../abi/fuse.ts";
 import { ERRNO } from "../abi/errno.ts";
 import * as libc from "../sys/libc.ts";
-import { fromStat, outView, putAttr, putRawAttr } from "./attr.ts";
+import { fromStat, outView, putAttr, putRawAttr, rawStat } from "./attr.ts";
 import { Agents } from "./agents.ts";
 import type { Backing } from "./backing.ts";
 import { ROOT_NAMES } from "./classify.ts";
@@ -118,6 +118,7 @@ export class CtxFs implements FileSystem {
     if (h?.t === "fd" && path !== null && (t.kind(path) === "rw" || t.kind(path) === "stage")) {
       const st = libc.fstat(h.fd);
       if (typeof st === "number") return st;
+      (node as Node).ino = st.ino;
       return putAttr(out, { attr: fromStat(st), ttl: t.ttl("rw", path) });
     }
     if (path === null) {
@@ -131,13 +132,16 @@ export class CtxFs implements FileSystem {
     const info = t.nodeInfo(node as Node & { path: string }); // path !== null above
     if (t.plain(info)) {
       const r = t.lstatRaw(path, info);
-      return r < 0 ? r : putRawAttr(out, info.ttl);
+      if (r < 0) return r;
+      (node as Node).ino = rawStat.ino();
+      return putRawAttr(out, info.ttl);
     }
     const a = t.stat(path, info, true);
     if (typeof a === "number") {
       const w = a === -E.ENOENT && info.kind === "control" ? t.pending(path, h) : null;
       return w ? putAttr(out, { attr: t.pendingAttr(path, w), ttl: 0 }) : a;
     }
+    (node as Node).ino = a.ino;
     return putAttr(out, { attr: a, ttl: info.ttl });
   }
 

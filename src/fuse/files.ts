@@ -134,7 +134,15 @@ export class Files {
         if (text !== null) {
           return t.openOut(out, 0, t.fh({ t: "bytes", data: enc.encode(text) }), DIRECT);
         }
-        const fd = this.#openFile(path, flags & KEEP);
+        // The kernel checked the caller against the attributes it holds for this node; the name
+        // may since lead to another file (renamed in the backing tree behind the mount). So the
+        // opened inode must be the node's (else ESTALE: the kernel looks the name up afresh and
+        // checks again), and a home/shared file is opened as the caller, whose own permission
+        // check then holds whatever the name leads to.
+        const node = t.nodes.get(req.nodeid);
+        const fd = kind === "rw"
+          ? asCaller(req, () => this.#openFile(path, flags & KEEP, node?.ino ?? -1))
+          : this.#openFile(path, flags & KEEP, node?.ino ?? -1);
         if (fd < 0) return fd;
         if (flags & libc.O.TRUNC && req.arg.open_flags & OPEN_KILL_SUIDGID) {
           const k = killPriv(fd);
@@ -143,7 +151,6 @@ export class Files {
             return k;
           }
         }
-        const node = t.nodes.get(req.nodeid);
         if (node && (writing || flags & libc.O.TRUNC)) node.until = 0;
         const backing = t.openIo(node, fd, { allow: kind === "rw" });
         return t.openOut(
@@ -177,7 +184,7 @@ export class Files {
         }
         if (!t.mayRead(path, req.uid)) return -E.EACCES;
         if (!writing && !(flags & libc.O.TRUNC)) {
-          const fd = this.#openFile(path, libc.O.RDONLY);
+          const fd = this.#openFile(path, libc.O.RDONLY, t.nodes.get(req.nodeid)?.ino ?? -1);
           if (fd < 0) return fd;
           return t.openOut(out, 0, t.fh({ t: "control", fd, writer: null }), DIRECT | NOFLUSH);
         }
@@ -223,7 +230,9 @@ export class Files {
       fd = asCaller(req, make); // born the caller's (a setgid directory gives its group)
     }
     if (fd === -E.EEXIST && !(flags & libc.O.EXCL)) {
-      fd = this.#openFile(path, flags & KEEP); // appeared meanwhile: open it
+      // appeared meanwhile (maybe renamed there behind the mount): open it as the caller, as OPEN
+      const open = () => this.#openFile(path, flags & KEEP);
+      fd = kind === "stage" ? open() : asCaller(req, open);
       if (fd >= 0 && flags & libc.O.TRUNC && req.arg.open_flags & OPEN_KILL_SUIDGID) {
         const k = killPriv(fd);
         if (k < 0) {
@@ -586,16 +595,19 @@ export class Files {
   /**
    * Opens an existing backing file: never through a symlink, never blocking (a FIFO swapped in
    * behind the mount would hang the daemon), and only a regular file (anything else: ESTALE, the
-   * kernel looks the name up again).
+   * kernel looks the name up again). `ino`: the inode it must be (another: ESTALE too).
    */
-  #openFile(path: string, flags: number): number {
+  #openFile(path: string, flags: number, ino?: number): number {
     const t = this.#t;
     const p = t.at(path);
     if (typeof p === "number") return p;
     const fd = t.dir.open(p, flags | libc.O.NONBLOCK);
     if (fd < 0) return fd;
     const st = libc.fstat(fd);
-    if (typeof st === "number" || (st.mode & S.IFMT) !== S.IFREG) {
+    if (
+      typeof st === "number" || (st.mode & S.IFMT) !== S.IFREG ||
+      (ino !== undefined && st.ino !== ino)
+    ) {
       libc.close(fd);
       return typeof st === "number" ? st : -ESTALE;
     }

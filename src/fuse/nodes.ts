@@ -26,6 +26,12 @@ export interface Node {
    * for writing clears it (a write changes attributes the kernel then asks for).
    */
   until?: number;
+  /**
+   * The backing inode number whose attributes the kernel was last given for this node (entry and
+   * attribute replies): an OPEN by name checks the file it opened is this one (files.ts), since
+   * the kernel checked permissions against those attributes.
+   */
+  ino?: number;
   /** Children found by LOOKUP under this directory node, by name (see {@link Nodes.child}). */
   kids?: Map<number, Node>;
   /** Where this node is listed as a child: its parent's `kids`, its name there and the name's hash. */

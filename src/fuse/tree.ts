@@ -355,6 +355,7 @@ export class Tree {
         ? this.nodes.reref(known)
         : this.nodes.ref(path, key);
       node.until = info.ttl > 0 ? performance.now() + info.ttl * 1000 : 0;
+      node.ino = rawStat.ino();
       return putRawEntry(out, node.id, info.ttl);
     }
     const a = this.stat(path, info, true);
@@ -367,6 +368,7 @@ export class Tree {
       ? this.nodes.reref(known)
       : this.nodes.ref(path, key);
     node.until = info.ttl > 0 ? performance.now() + info.ttl * 1000 : 0;
+    node.ino = a.ino;
     return putEntry(out, { nodeid: node.id, attr: a, ttl: info.ttl });
   }
 
@@ -377,6 +379,8 @@ export class Tree {
       const w = a === -E.ENOENT ? this.pending(path, h) : null;
       return w ? putAttr(out, { attr: this.pendingAttr(path, w), ttl: 0 }) : a;
     }
+    const n = this.nodes.at(path);
+    if (n !== undefined) n.ino = a.ino;
     return putAttr(out, { attr: a, ttl: this.ttl(this.kind(path), path) });
   }
 

@@ -112,8 +112,18 @@ export function parseRecords(bytes: Uint8Array, path = "<jsonl>"): unknown[] {
   });
 }
 
-/** Reads every record of a JSONL file (a regular file only, else EIO); missing: an empty history. */
+/**
+ * The largest history file read (64 MiB): a bigger one (a sparse file of holes planted in a
+ * session) is refused with EFBIG before a byte is read, so no reader of a session's history (the
+ * owner's root-run instance among them) holds more than this for it.
+ */
+export const HISTORY_MAX = 64 * 1024 * 1024;
+
+/**
+ * Reads every record of a JSONL file (a regular file only, else EIO; over {@link HISTORY_MAX}
+ * bytes, EFBIG); missing: an empty history.
+ */
 export function readRecords(path: string): unknown[] {
-  const bytes = readRegular(path);
+  const bytes = readRegular(path, { limit: HISTORY_MAX });
   return bytes ? parseRecords(bytes, path) : [];
 }

@@ -79,8 +79,13 @@ export function sizeOf(fd: number, path: string): number {
 /**
  * The bytes of the regular file `path` (at most `max` of them), through {@link openRegular};
  * undefined when it does not exist. Everything else that fails throws a CtxError with the path.
+ * `limit`: a file larger than that many bytes is refused with EFBIG, from its size before a byte
+ * is read (a sparse file of holes costs nothing) and again if it grows while read.
  */
-export function readRegular(path: string, options: { max?: number } = {}): Uint8Array | undefined {
+export function readRegular(
+  path: string,
+  options: { max?: number; limit?: number } = {},
+): Uint8Array | undefined {
   let fd: number;
   try {
     fd = openRegular(path);
@@ -89,9 +94,14 @@ export function readRegular(path: string, options: { max?: number } = {}): Uint8
     throw e;
   }
   try {
-    const max = options.max ?? Infinity;
+    const limit = options.limit ?? Infinity;
+    const size = sizeOf(fd, path);
+    const big = () =>
+      new CtxError("EFBIG", `${path} is larger than ${limit} bytes: not read`, { path });
+    if (size > limit) throw big();
+    const max = Math.min(options.max ?? Infinity, limit + 1);
     // One byte more than the size: a file that did not grow is read to its EOF in one call.
-    let buf = new Uint8Array(Math.min(max, sizeOf(fd, path) + 1));
+    let buf = new Uint8Array(Math.min(max, size + 1));
     let off = 0;
     while (off < buf.length) {
       const n = libc.read(fd, buf.subarray(off));
@@ -104,6 +114,7 @@ export function readRegular(path: string, options: { max?: number } = {}): Uint8
         buf = more;
       }
     }
+    if (off > limit) throw big();
     return buf.subarray(0, off);
   } finally {
     libc.close(fd);
@@ -111,8 +122,11 @@ export function readRegular(path: string, options: { max?: number } = {}): Uint8
 }
 
 /** {@link readRegular} decoded as UTF-8 (invalid bytes replaced); missing: undefined. */
-export function readRegularText(path: string): string | undefined {
-  const bytes = readRegular(path);
+export function readRegularText(
+  path: string,
+  options: { limit?: number } = {},
+): string | undefined {
+  const bytes = readRegular(path, options);
   return bytes && new TextDecoder().decode(bytes);
 }
 

@@ -6,8 +6,11 @@ import { tempName } from "../abi/names.ts";
 import { asUser, currentFsId } from "../sys/fsid.ts";
 import { replaceFile, replaceFilesSoon, syncDir, tempPath } from "./atomic.ts";
 import { GroupCommit } from "./commit.ts";
-import { appendRecord, appendUnsynced, readRecords } from "./jsonl.ts";
+import { appendRecord, appendUnsynced, HISTORY_MAX, readRecords } from "./jsonl.ts";
 import { checkRegular, readRegularText } from "./regular.ts";
+
+/** Every session file is read with the history bound: a planted sparse file is EFBIG, never read. */
+const BOUND = { limit: HISTORY_MAX };
 
 /** Session states written to `state`. */
 export type SessionState = "idle" | "active" | "done" | "error" | "cancelled";
@@ -415,7 +418,7 @@ export function readMessages(ref: SessionRef): unknown[] {
  * A regular file only (see src/store/regular.ts): a FIFO or symlink there answers EIO.
  */
 export function readSessionFile(ref: SessionRef, name: string): string | undefined {
-  return asOwner(ref, () => readRegularText(`${ref.dir}/${name}`));
+  return asOwner(ref, () => readRegularText(`${ref.dir}/${name}`, BOUND));
 }
 
 /** What the runtime reads of a session (below its dir, or its base for the index). */
@@ -558,7 +561,7 @@ export function touchIndex(ref: SessionRef, cwd: string): void {
     const next = [ref.session, ...list].join("\n") + "\n";
     // Each replace costs fsyncs: rewrite only what changed (the common case is "same session again").
     const put = (path: string, text: string) => {
-      if (readRegularText(path) !== text) replaceFile(path, text, opts);
+      if (readRegularText(path, BOUND) !== text) replaceFile(path, text, opts);
     };
     put(`${idx}/list`, next);
     put(`${idx}/current`, `${ref.session}\n`);
@@ -568,14 +571,14 @@ export function touchIndex(ref: SessionRef, cwd: string): void {
 
 /** The names in `index/list`, newest first (missing: empty; not a regular file: EIO). */
 export function listSessions(base: string): string[] {
-  const text = readRegularText(`${base}/index/list`) ?? "";
+  const text = readRegularText(`${base}/index/list`, BOUND) ?? "";
   return text.split("\n").filter((s) => s !== "");
 }
 
 /** The `index/current` session of a session base dir, else undefined (never waits on a FIFO). */
 export function currentSession(base: string): string | undefined {
   try {
-    return readRegularText(`${base}/index/current`)?.trim() || undefined;
+    return readRegularText(`${base}/index/current`, BOUND)?.trim() || undefined;
   } catch {
     return undefined;
   }
