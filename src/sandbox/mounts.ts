@@ -9,6 +9,8 @@ export interface ViewInput {
   ctx: string;
   /** Host directory backing /home/agent. */
   home: string;
+  /** The FUSE mount projecting the tree (production `/ctx`, `--dev`'s own path): never a `rw` source. */
+  fuse?: string;
   /** The default workspace: the calling client's cwd (host path). */
   workspace: string;
   /** The `mount` control (parsed). */
@@ -73,6 +75,20 @@ export function procSubmounts(path: string): boolean | null {
   return points.some((p) => p.startsWith(path.replace(/\/$/, "") + "/"));
 }
 
+/**
+ * The mount point's canonical path. Its parent is resolved, never the mount itself (a stat of the
+ * mount root would be a FUSE request): a mount point is a directory, not a symlink, in any case.
+ */
+function realMount(m: string): string {
+  const i = m.lastIndexOf("/");
+  if (i <= 0) return m;
+  try {
+    return `${Deno.realPathSync(m.slice(0, i))}${m.slice(i)}`;
+  } catch {
+    return m;
+  }
+}
+
 const realFacts: HostFacts = { submounts: procSubmounts };
 
 /** Maps a view path under /ctx onto the tree; any other absolute path is a host path. */
@@ -92,7 +108,21 @@ function realSource(p: string, ctx: string, what: string): string {
 }
 
 /** Refuses a writable bind of the tree's control plane: the agent could rewrite its own authority. */
-function checkWritable(real: string, ctxReal: string, what: string, shown: string): void {
+function checkWritable(
+  real: string,
+  ctxReal: string,
+  what: string,
+  shown: string,
+  mount?: string,
+): void {
+  // The source is canonical (realpath as the agent identity): a symlink that reaches the mount,
+  // or the mount's own path, lands here as a path under it.
+  if (mount !== undefined && mount !== ctxReal && under(real, mount)) {
+    throw new CtxError(
+      "EACCES",
+      `${what}: "${shown}" is in the FUSE mount ("${mount}"); it can only be bound ro (a writable view of the mount would let the agent write its own controls)`,
+    );
+  }
   if (!under(real, ctxReal)) return;
   const rel = real.slice(ctxReal.length + 1);
   if (DATA.some((d) => rel.startsWith(d + "/"))) return;
@@ -183,6 +213,7 @@ function checkCwd(input: ViewInput, plan: Omit<ViewPlan, "cwd">): string {
  */
 export function planView(input: ViewInput, facts: HostFacts = realFacts): ViewPlan {
   const ctxReal = Deno.realPathSync(input.ctx);
+  const mount = input.fuse === undefined ? undefined : realMount(input.fuse);
   let workspace = input.workspace, workspaceMode: "ro" | "rw" = "rw";
   const mounts: Bind[] = [];
   for (const e of input.mount) {
@@ -192,7 +223,7 @@ export function planView(input: ViewInput, facts: HostFacts = realFacts): ViewPl
     }
     if (e.target !== "/workspace") checkTarget(e.target, what);
     const real = realSource(e.source, input.ctx, what);
-    if (e.mode === "rw") checkWritable(real, ctxReal, what, e.source);
+    if (e.mode === "rw") checkWritable(real, ctxReal, what, e.source, mount);
     checkOptions(e, real, facts, what);
     if (e.target === "/workspace") {
       workspace = real;
@@ -207,7 +238,7 @@ export function planView(input: ViewInput, facts: HostFacts = realFacts): ViewPl
     if (!Deno.statSync(root).isDirectory) {
       throw new CtxError("ENOTDIR", `"root": "${input.root}" is not a directory`);
     }
-    checkWritable(root, ctxReal, '"root"', input.root);
+    checkWritable(root, ctxReal, '"root"', input.root, mount);
   }
   const plan = { workspace, workspaceMode, mounts, root };
   return { ...plan, cwd: checkCwd(input, plan) };

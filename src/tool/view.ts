@@ -90,6 +90,7 @@ export function prepareView(agent: AgentDef, o: ViewOptions): PreparedView {
       planView({
         ctx: o.root,
         home,
+        fuse: o.mount,
         workspace: wsPath,
         mount: agent.mount,
         root: agent.root,
@@ -117,7 +118,9 @@ export function prepareView(agent: AgentDef, o: ViewOptions): PreparedView {
       hidden: [storageOf(o.root), ...(o.hidden ?? []).map(real)],
       tree,
     });
-    const guards = asUser(id, () => gitGuards(wsFd));
+    // A writable workspace without a .git gets an empty one, bound read-only like any other: the
+    // sandbox cannot make a repository there that the host's git would obey.
+    const guards = asUser(id, () => gitGuards(wsFd, { create: workspaceMode === "rw" }));
     for (const g of guards) fds.push(g.fd);
     return {
       spec: {
