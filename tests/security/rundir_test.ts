@@ -48,6 +48,7 @@ Deno.test("with .dev/run and .dev/storage in the workspace, /workspace/.dev is a
       "all sockets: 0",
       "/workspace",
       "/workspace/.dev",
+      "/workspace/.git", // the empty read-only .git every writable workspace root gets (spec/sandbox.md)
       "/workspace/main.ts",
       "mv: Device or resource busy",
       "write: Read-only file system",
