@@ -470,3 +470,43 @@ Deno.test({
     }
   },
 });
+
+Deno.test("openai-chat: a 401 that echoes the key escaped, URL-encoded, base64'd or cut leaves no form of it in the frames, ctx's output or any file", async () => {
+  const key = 'sk-fix"ture/0123+4567\\89=abcdef';
+  const forms = [
+    key,
+    JSON.stringify(key),
+    encodeURIComponent(key),
+    btoa(`Bearer ${key}`).slice(12, -4), // the part that encodes only key bytes
+    key.slice(3, 15),
+  ];
+  const server = new OpenAIServer();
+  server.push({
+    status: 401,
+    headers: { "content-type": "application/json" },
+    body: {
+      error: {
+        message: `Incorrect API key provided: ${forms.slice(1).join(" ")}`,
+        type: "invalid_request_error",
+        code: "invalid_api_key",
+      },
+    },
+  });
+  const w = await world(server.baseURL, { key });
+  try {
+    const out = await send(w, "hello");
+    assertEquals(out.code !== 0, true);
+    assertEquals(server.requests[0].authorization, `Bearer ${key}`);
+    const err = history(w.f, "m").events.find((e) => e.type === "error");
+    assertEquals(err?.code, "EACCES");
+    assert(String(err?.message).includes("<redacted>"), String(err?.message));
+    for (const form of forms) {
+      for (const text of [String(err?.message), out.stdout, out.stderr]) {
+        assertEquals(text.includes(form), false, `${text} holds ${form}`);
+      }
+      for (const dir of [w.f.root, w.f.run, w.ws]) assertEquals(filesWith(dir, form), [], dir);
+    }
+  } finally {
+    await end(w, server);
+  }
+});
