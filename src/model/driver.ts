@@ -1,4 +1,5 @@
 /** The model driver interface: host-side adapters turn a message array into canonical stream events. */
+import { CtxError } from "../abi/errno.ts";
 
 /** One tool call as a model asked for it (arguments already parsed to an object). */
 export interface ModelToolCall {
@@ -18,6 +19,26 @@ export interface ToolSpec {
   name: string;
   description: string;
   parameters: Record<string, unknown>;
+}
+
+/**
+ * Most characters (UTF-16 units) one model turn may stream: its text, reasoning and tool-call
+ * arguments together. More ends the run E2BIG (the host counts; the AI SDK drivers also count the
+ * argument deltas the SDK accumulates before it hands a call over).
+ */
+export const MAX_TURN_OUTPUT = 4 * 1024 * 1024;
+/** Most characters all the turns of one run may stream together (E2BIG past it). */
+export const MAX_RUN_OUTPUT = 16 * 1024 * 1024;
+/**
+ * Most bytes of one provider response body an AI SDK driver reads (E2BIG past it): bounds what
+ * no event shows, such as one endless SSE line. Generous: a token per chunk costs ~200 bytes.
+ */
+export const MAX_RESPONSE_BYTES = 64 * 1024 * 1024;
+
+/** The error a turn, a run or a response past its bound ends with. */
+export function tooBig(what: string, max: number): CtxError {
+  const unit = what === "response" ? "bytes" : "characters";
+  return new CtxError("E2BIG", `the model's ${what} is over ${max} ${unit}`);
 }
 
 /** Why a model turn ended, provider-neutral. */

@@ -1,5 +1,6 @@
 /** Provider failures: HTTP statuses and stream error events to stable errnos, which of them a retry may fix, and the wait before it. */
 import { CtxError, type Errno } from "../abi/errno.ts";
+import { redact } from "./secret.ts";
 
 /** Retries after a 429 or 5xx answer (or a refused connection) before any output arrived. */
 export const MAX_RETRIES = 3;
@@ -113,12 +114,12 @@ export function refused(e: unknown): boolean {
 /** A provider failure as a CtxError with a stable errno; `key` never appears in the message. */
 export function mapError(e: unknown, key: string | undefined): CtxError {
   if (e instanceof CtxError) return e;
-  const redact = (s: string) => (key ? s.replaceAll(key, "<redacted>") : s);
+  const hide = (s: string) => redact(s, key);
   const api = apiError(e);
   if (api?.statusCode !== undefined) {
     return new CtxError(
       errnoOfStatus(api.statusCode),
-      redact(`provider answered HTTP ${api.statusCode}: ${api.message ?? ""}`.trim()),
+      hide(`provider answered HTTP ${api.statusCode}: ${api.message ?? ""}`.trim()),
     );
   }
   const se = streamError(e);
@@ -126,10 +127,10 @@ export function mapError(e: unknown, key: string | undefined): CtxError {
     const what = se.type ? `${se.type}: ${se.message}` : se.message;
     return new CtxError(
       se.status === undefined ? "EIO" : errnoOfStatus(se.status),
-      redact(`provider sent an error in its stream: ${what}`),
+      hide(`provider sent an error in its stream: ${what}`),
     );
   }
   if (refused(e)) return new CtxError("ECONNREFUSED", "provider refused the connection");
   const msg = e instanceof Error ? e.message : String(e);
-  return new CtxError("EIO", redact(`provider request failed: ${msg}`));
+  return new CtxError("EIO", hide(`provider request failed: ${msg}`));
 }

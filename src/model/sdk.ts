@@ -9,13 +9,16 @@ import {
   retryable,
   streamError,
 } from "./fault.ts";
-import type {
-  ChatMessage,
-  Driver,
-  ModelEvent,
-  ModelRequest,
-  StopReason,
-  ToolSpec,
+import {
+  type ChatMessage,
+  type Driver,
+  MAX_RESPONSE_BYTES,
+  MAX_TURN_OUTPUT,
+  type ModelEvent,
+  type ModelRequest,
+  type StopReason,
+  tooBig,
+  type ToolSpec,
 } from "./driver.ts";
 import { readSecret } from "./secret.ts";
 import { hostBaseURL } from "../store/providers.ts";
@@ -160,21 +163,67 @@ export interface SdkWire {
   options?: Record<string, Record<string, unknown>>;
 }
 
+/**
+ * `fetch` whose response bodies end with {@link tooBig} after `max` bytes; the body below is
+ * cancelled then, which closes the connection.
+ */
+export function boundedFetch(inner: typeof fetch, max = MAX_RESPONSE_BYTES): typeof fetch {
+  return async (input, init) => {
+    const res = await inner(input, init);
+    if (!res.body) return res;
+    let n = 0;
+    const body = res.body.pipeThrough(
+      new TransformStream<Uint8Array, Uint8Array>({
+        transform(chunk, c) {
+          n += chunk.byteLength;
+          if (n > max) c.error(tooBig("response", max));
+          else c.enqueue(chunk);
+        },
+      }),
+    );
+    return new Response(body, {
+      status: res.status,
+      statusText: res.statusText,
+      headers: res.headers,
+    });
+  };
+}
+
 /** A fetch that removes `x-api-key` and `authorization` headers whose value carries no key. */
 export function keylessFetch(key: string | undefined): typeof fetch {
-  if (key) return fetch;
-  return (input, init) => {
+  if (key) return boundedFetch(fetch);
+  return boundedFetch((input, init) => {
     const headers = new Headers(init?.headers);
     for (const h of ["x-api-key", "authorization"]) {
       const v = headers.get(h);
       if (v !== null && (v.trim() === "" || v.trim() === "Bearer")) headers.delete(h);
     }
     return fetch(input, { ...init, headers });
-  };
+  });
+}
+
+/**
+ * Streams one try (see {@link attempt}). A try left early (a bound here or in the host) closes its
+ * connection at once: its own signal is aborted on the way out (cancelling the body alone left the
+ * connection streaming for half a minute).
+ */
+async function* once(
+  ai: Ai,
+  wire: SdkWire,
+  request: ModelRequest,
+  o: { endpoint: Endpoint; onOutput: () => void },
+): AsyncGenerator<ModelEvent> {
+  const stop = new AbortController();
+  try {
+    const signal = AbortSignal.any([request.signal, stop.signal]);
+    yield* attempt(ai, wire, { ...request, signal }, o);
+  } finally {
+    stop.abort();
+  }
 }
 
 /** Streams one try: deltas, tool calls, usage, finish; errors thrown as they come (mapped by the caller). */
-async function* once(
+async function* attempt(
   ai: Ai,
   wire: SdkWire,
   request: ModelRequest,
@@ -216,19 +265,31 @@ async function* once(
     thoughts.set(id, t);
   };
   let firstCall: string | undefined;
+  // What the SDK holds for this turn: text, reasoning and the argument text of calls not yet
+  // handed over (the host counts the rest).
+  let size = 0;
+  const grow = (n: number) => {
+    size += n;
+    if (size > MAX_TURN_OUTPUT) throw tooBig("turn output", MAX_TURN_OUTPUT);
+  };
   for await (const part of result.fullStream) {
     switch (part.type) {
+      case "tool-input-delta":
+        grow(part.delta.length);
+        break;
       case "reasoning-start":
       case "reasoning-end":
         think(part.id, "", part.providerMetadata);
         break;
       case "text-delta":
+        grow(part.text.length);
         if (part.text !== "") {
           o.onOutput();
           yield { type: "delta", text: part.text };
         }
         break;
       case "reasoning-delta":
+        grow(part.text.length);
         think(part.id, part.text, part.providerMetadata);
         if (part.text !== "") {
           o.onOutput();

@@ -83,3 +83,65 @@ export function writeSecret(
   replaceFile(path, `${key}\n`, { mode: 0o600, uid: Deno.uid() ?? 0, gid: Deno.gid() ?? 0 });
   return path;
 }
+
+/** Shortest run of a key's characters (in any form below) that {@link redact} treats as the key. */
+export const MIN_RUN = 8;
+
+/** The base64 (and base64url) texts that stand for `key`'s bytes wherever they sit in an encoded stream. */
+function base64Forms(key: string): string[] {
+  const bytes = new TextEncoder().encode(key);
+  const out: string[] = [];
+  // An echo may encode the key after any number of other bytes: three alignments cover them all.
+  // Only whole 3-byte groups of key bytes encode the same way whatever surrounds them.
+  for (let k = 0; k < 3; k++) {
+    const skip = (3 - k) % 3;
+    const body = bytes.subarray(skip, skip + Math.floor((bytes.length - skip) / 3) * 3);
+    if (body.length === 0) continue;
+    const b64 = btoa(String.fromCharCode(...body));
+    out.push(b64, b64.replaceAll("+", "-").replaceAll("/", "_"));
+  }
+  return out;
+}
+
+/**
+ * `text` with every form of `key` a provider may echo replaced by `<redacted>`: the key itself,
+ * JSON-escaped, URL-encoded (either hex case), base64 and base64url of it at any
+ * alignment; and within each of those forms, any run of {@link MIN_RUN} or more characters that
+ * occurs in it (a partial echo such as `sk-proj-abc…`, or the key cut by the provider). A key
+ * shorter than MIN_RUN is redacted only whole, in each form.
+ */
+export function redact(text: string, key: string | undefined): string {
+  if (!key) return text;
+  const url = encodeURIComponent(key);
+  const forms = new Set([
+    key,
+    JSON.stringify(key).slice(1, -1),
+    url,
+    url.replace(/%[0-9A-F]{2}/g, (h) => h.toLowerCase()),
+    encodeURIComponent(JSON.stringify(key).slice(1, -1)),
+    ...base64Forms(key),
+  ]);
+  const cover = new Uint8Array(text.length);
+  for (const f of forms) {
+    const n = Math.min(MIN_RUN, f.length);
+    if (f.length < MIN_RUN) {
+      for (let i = text.indexOf(f); i >= 0; i = text.indexOf(f, i + 1)) cover.fill(1, i, i + n);
+      continue;
+    }
+    const runs = new Set<string>();
+    for (let i = 0; i + n <= f.length; i++) runs.add(f.slice(i, i + n));
+    for (let i = 0; i + n <= text.length; i++) {
+      if (runs.has(text.slice(i, i + n))) cover.fill(1, i, i + n);
+    }
+  }
+  let out = "";
+  for (let i = 0; i < text.length;) {
+    if (!cover[i]) {
+      out += text[i++];
+      continue;
+    }
+    while (cover[i]) i++;
+    out += "<redacted>";
+  }
+  return out;
+}

@@ -1,6 +1,6 @@
-import { assertEquals, assertThrows } from "../../tests/assert.ts";
+import { assert, assertEquals, assertThrows } from "../../tests/assert.ts";
 import { CtxError } from "../abi/errno.ts";
-import { readSecret, secretPath, writeSecret } from "./secret.ts";
+import { MIN_RUN, readSecret, redact, secretPath, writeSecret } from "./secret.ts";
 
 Deno.test("writeSecret() stores 0600 under 0711 levels by atomic replace; readSecret() reads it back", async () => {
   const tmp = await Deno.makeTempDir();
@@ -38,4 +38,35 @@ Deno.test("secret names and keys are checked: EINVAL for a path-like provider, a
     );
     assertEquals(e.errno, "EINVAL");
   }
+});
+
+Deno.test("redact() hides the key echoed whole or in part: plain, JSON-escaped, URL-encoded, base64 at any alignment", () => {
+  const key = 'sk-te"st/key+0123\\456789=';
+  const b64 = (s: string) => btoa(s);
+  const echoes = [
+    `Incorrect API key provided: ${key}.`,
+    `request {"auth":${JSON.stringify(key)}}`,
+    `GET /v1?key=${encodeURIComponent(key)}&x=1`,
+    `GET /v1?key=${encodeURIComponent(key).toLowerCase()}`,
+    `basic ${b64(`user:${key}`)} bearer ${b64(key)} ${b64(`x${key}`)}`,
+    `cut: ${key.slice(0, 12)}... and ${key.slice(-9)}`,
+    `url-safe ${b64(`ab${key}`).replaceAll("+", "-").replaceAll("/", "_")}`,
+  ];
+  // Each form's text; of base64, the part that encodes only key bytes (one group in from each end).
+  const forms = [key, JSON.stringify(key), encodeURIComponent(key)];
+  for (const pre of ["", "x", "ab", "user:"]) forms.push(b64(pre + key).slice(8, -8));
+  for (const text of echoes) {
+    const out = redact(text, key);
+    assert(out.includes("<redacted>"), out);
+    for (const form of forms) {
+      for (let i = 0; i + MIN_RUN <= form.length; i++) {
+        const run = form.slice(i, i + MIN_RUN);
+        assertEquals(out.includes(run), false, `${out} holds ${run}`);
+      }
+    }
+  }
+  const plain = "provider answered HTTP 401: Incorrect API key provided.";
+  assertEquals(redact(plain, key), plain);
+  assertEquals(redact("key abc and abcd", "abc"), "key <redacted> and <redacted>d");
+  assertEquals(redact(plain, undefined), plain);
 });

@@ -3,6 +3,7 @@ import { errorOf } from "../abi/frames.ts";
 import { MAX_CALLS } from "../abi/envelope.ts";
 import { toCtxError } from "../abi/errno.ts";
 import type { ChatMessage, ModelToolCall } from "../model/mod.ts";
+import { MAX_RUN_OUTPUT, MAX_TURN_OUTPUT, tooBig } from "../model/driver.ts";
 import { candidatesOf } from "../model/fallback.ts";
 import { admit, turnsOf } from "../prompt/admit.ts";
 import { offerTools } from "../prompt/offer.ts";
@@ -92,6 +93,9 @@ export async function modelTurn(x: ModelRun): Promise<void> {
     const current: ChatMessage[] = [{ role: "user", content: x.input }];
     let recorded = false;
     let from = 0;
+    // Characters the run's turns streamed (text, reasoning, tool-call arguments): bounded per
+    // turn and per run, so a hostile stream ends the run E2BIG instead of filling memory.
+    let total = 0;
     for (;;) {
       let text = "";
       let calls: ModelToolCall[] = [];
@@ -102,6 +106,12 @@ export async function modelTurn(x: ModelRun): Promise<void> {
         calls = [];
         let output = false;
         let usage: { type: "usage"; input_tokens: number; output_tokens: number } | undefined;
+        let size = 0;
+        const grow = (n: number) => {
+          size += n;
+          if (size > MAX_TURN_OUTPUT) throw tooBig("turn output", MAX_TURN_OUTPUT);
+          if (total + size > MAX_RUN_OUTPUT) throw tooBig("run output", MAX_RUN_OUTPUT);
+        };
         try {
           if (c.fault) throw c.fault;
           const { messages } = admit(
@@ -136,11 +146,13 @@ export async function modelTurn(x: ModelRun): Promise<void> {
             switch (ev.type) {
               case "delta":
                 output = true;
+                grow(ev.text.length);
                 text += ev.text;
                 await run.emit({ type: "delta", text: ev.text });
                 break;
               case "reasoning_delta":
                 output = true;
+                grow(ev.text.length);
                 await run.emit({ type: "reasoning_delta", text: ev.text });
                 break;
               case "usage":
@@ -150,6 +162,7 @@ export async function modelTurn(x: ModelRun): Promise<void> {
                 break;
               case "tool_call": {
                 output = true;
+                grow(JSON.stringify(ev.arguments).length);
                 // The host names each call: a provider's id is kept when fresh, else one is made.
                 let id = ev.id;
                 if (!ID.test(id) || seen.has(id) || calls.some((k) => k.id === id)) {
@@ -165,6 +178,7 @@ export async function modelTurn(x: ModelRun): Promise<void> {
             }
           }
           if (usage) await run.emit(usage);
+          total += size;
           from = i;
           break;
         } catch (e) {

@@ -15,6 +15,8 @@ export interface Reply {
   events?: { type: string }[];
   /** Keep the stream open after the chunks (no `[DONE]`), until the client goes away. */
   hold?: boolean;
+  /** Then send `chunk` `times` times more, each only when the client has read the one before. */
+  repeat?: { chunk: unknown; times: number };
 }
 
 /** Loads `tests/fixtures/<wire>/<name>.json` (wire: openai, responses, anthropic). */
@@ -45,6 +47,11 @@ export class OpenAIServer {
   readonly requests: Seen[] = [];
   /** Resolves when a held stream was cancelled by the client closing the connection. */
   readonly closed: Promise<void>;
+  /** How many `repeat` chunks were sent so far. */
+  repeated = 0;
+  /** Resolves when a `repeat` stream was queued to its end (the client kept reading). */
+  readonly ended: Promise<void>;
+  #ended!: () => void;
   #queue: Reply[] = [];
   #held: ReadableStreamDefaultController<Uint8Array>[] = [];
   #server: Deno.HttpServer<Deno.NetAddr>;
@@ -53,6 +60,7 @@ export class OpenAIServer {
   constructor(options: { path?: string } = {}) {
     this.path = options.path ?? "/v1/chat/completions";
     this.closed = new Promise((r) => (this.#closed = r));
+    this.ended = new Promise((r) => (this.#ended = r));
     this.#server = Deno.serve(
       { hostname: "127.0.0.1", port: 0, onListen() {} },
       (req) => this.#answer(req),
@@ -90,7 +98,23 @@ export class OpenAIServer {
     const enc = new TextEncoder();
     const closed = this.#closed;
     const held = this.#held;
+    const extra = r.repeat && enc.encode(`data: ${JSON.stringify(r.repeat.chunk)}\n\n`);
+    let left = r.repeat?.times ?? 0;
+    const count = () => this.repeated++;
+    const ended = this.#ended;
     const stream = new ReadableStream<Uint8Array>({
+      // No queue beyond one chunk: a client that stops reading stops the repeats.
+      pull(c) {
+        if (!extra || left === 0) return;
+        left--;
+        count();
+        c.enqueue(extra);
+        if (left === 0) {
+          c.enqueue(enc.encode("data: [DONE]\n\n"));
+          c.close();
+          ended();
+        }
+      },
       start(c) {
         for (const chunk of r.chunks ?? []) {
           c.enqueue(enc.encode(`data: ${JSON.stringify(chunk)}\n\n`));
@@ -99,6 +123,7 @@ export class OpenAIServer {
           c.enqueue(enc.encode(`event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`));
         }
         if (r.hold) held.push(c);
+        else if (extra) return;
         else {
           if (r.chunks) c.enqueue(enc.encode("data: [DONE]\n\n"));
           c.close();

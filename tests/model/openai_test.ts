@@ -489,3 +489,106 @@ Deno.test({
     }
   },
 });
+
+Deno.test("openai-chat: a 401 that echoes the key escaped, URL-encoded, base64'd or cut leaves no form of it in the frames, ctx's output or any file", async () => {
+  const key = 'sk-fix"ture/0123+4567\\89=abcdef';
+  const forms = [
+    key,
+    JSON.stringify(key),
+    encodeURIComponent(key),
+    btoa(`Bearer ${key}`).slice(12, -4), // the part that encodes only key bytes
+    key.slice(3, 15),
+  ];
+  const server = new OpenAIServer();
+  server.push({
+    status: 401,
+    headers: { "content-type": "application/json" },
+    body: {
+      error: {
+        message: `Incorrect API key provided: ${forms.slice(1).join(" ")}`,
+        type: "invalid_request_error",
+        code: "invalid_api_key",
+      },
+    },
+  });
+  const w = await world(server.baseURL, { key });
+  try {
+    const out = await send(w, "hello");
+    assertEquals(out.code !== 0, true);
+    assertEquals(server.requests[0].authorization, `Bearer ${key}`);
+    const err = history(w.f, "m").events.find((e) => e.type === "error");
+    assertEquals(err?.code, "EACCES");
+    assert(String(err?.message).includes("<redacted>"), String(err?.message));
+    for (const form of forms) {
+      for (const text of [String(err?.message), out.stdout, out.stderr]) {
+        assertEquals(text.includes(form), false, `${text} holds ${form}`);
+      }
+      for (const dir of [w.f.root, w.f.run, w.ws]) assertEquals(filesWith(dir, form), [], dir);
+    }
+  } finally {
+    await end(w, server);
+  }
+});
+
+/** The peak resident memory of process `pid` in MiB (VmHWM). */
+function peakMiB(pid: number): number {
+  const m = Deno.readTextFileSync(`/proc/${pid}/status`).match(/^VmHWM:\s+(\d+) kB/m);
+  return Number(m?.[1] ?? 0) / 1024;
+}
+
+/** 64 MiB streamed as 1024 chunks of 64 KiB: 16 turns' bound, and more than the sockets buffer. */
+const FLOOD = 1024;
+const BIG = "x".repeat(64 * 1024);
+
+/** A Chat Completions chunk (the recorded shape of `plain`) whose delta is `delta`. */
+function chunkOf(delta: Record<string, unknown>): Record<string, unknown> {
+  const [first] = fixture("plain").chunks as Record<string, unknown>[];
+  return { ...first, choices: [{ index: 0, delta, logprobs: null, finish_reason: null }] };
+}
+
+for (
+  const [what, head, delta] of [
+    ["text", chunkOf({ role: "assistant", content: "" }), { content: BIG }],
+    [
+      "tool-call arguments",
+      chunkOf({
+        role: "assistant",
+        content: null,
+        tool_calls: [{
+          index: 0,
+          id: "call_big",
+          type: "function",
+          function: { name: "tsh", arguments: '{"args":["echo","' },
+        }],
+      }),
+      { tool_calls: [{ index: 0, function: { arguments: BIG } }] },
+    ],
+  ] as const
+) {
+  Deno.test(`openai-chat: a turn streaming ${what} past the bound ends the run E2BIG, the stream cancelled, nothing recorded as the answer, memory small`, async () => {
+    const server = new OpenAIServer();
+    server.push({ status: 200, chunks: [head], repeat: { chunk: chunkOf(delta), times: FLOOD } });
+    const w = await world(server.baseURL);
+    try {
+      const out = await send(w, "flood");
+      assertEquals(out.code !== 0, true);
+      // Either the client cancelled the stream or it read it all: whichever comes first.
+      const how = await Promise.race([
+        server.closed.then(() => "cancelled"),
+        server.ended.then(() => "read to the end"),
+      ]);
+      assertEquals(how, "cancelled");
+      assert(server.repeated < FLOOD, `${server.repeated} chunks sent`);
+      const { events, messages } = history(w.f, "m");
+      const err = events.find((e) => e.type === "error");
+      assertEquals([err?.code, events.at(-1)?.status], ["E2BIG", "error"]);
+      // The turn is not half-recorded: only the user message is.
+      assertEquals(messages.map((m) => m.role), ["user"]);
+      const peak = peakMiB(w.d.child.pid);
+      // ~110 MiB measured with the bound; the flood alone is 64 MiB of text, twice that as UTF-16.
+      assert(peak < 256, `the daemon peaked at ${peak} MiB`);
+    } finally {
+      await end(w, server);
+    }
+  });
+}
