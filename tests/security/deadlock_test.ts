@@ -139,7 +139,11 @@ Deno.test("ctx agent tsh from a workspace inside <mount>/home works and the moun
       tree.mount,
       ctx(tree.mount, proj, ["agent", "tsh", "coder", "--", "fs.list", "/workspace"]),
     );
-    assertEquals({ code: listed.code, out: listed.stdout }, { code: 0, out: "hello.txt\tfile\n" });
+    // .git: the empty read-only one every writable workspace root gets (spec/sandbox.md).
+    assertEquals({ code: listed.code, out: listed.stdout }, {
+      code: 0,
+      out: ".git\tdir\nhello.txt\tfile\n",
+    });
   });
 });
 

@@ -47,7 +47,9 @@ Deno.test("item 5: the approval prompt shows a long call whole and its control c
     );
     await tm.run("send-keys", "-t", "t", "n", "Enter");
     await until(async () => (await joined()).includes("[client exit"), "ctx to end");
-    assertEquals([...Deno.readDirSync(ws)].length, 0, "nothing was written");
+    // Only the empty .git the sandbox guards make at a writable workspace root (spec/sandbox.md).
+    assertEquals([...Deno.readDirSync(ws)].map((e) => e.name), [".git"], "nothing was written");
+    assertEquals([...Deno.readDirSync(`${ws}/.git`)], []);
   } finally {
     if (tm) await closePane(tm);
     await d.stop();
