@@ -104,9 +104,36 @@ owned() {
     shift 2
   done
 }
-# $1 is an owned directory in an owned directory, holding a complete, checked unpack of this payload.
+# Each argument (absolute) and every directory above it is owned by this user or root; the
+# arguments are writable by nobody else, a directory above them by nobody else unless it is
+# sticky (/tmp: no other user can move what it holds). Otherwise another user could swap what
+# the path names between these checks and the exec (one stat for them all, as owned()).
+trusted() {
+  strict=$#
+  top=$1
+  while :; do
+    top=\${top%/*}
+    [ -n "$top" ] || break
+    set -- "$top" "$@"
+  done
+  [ "$1" = / ] || set -- / "$@"
+  loose=$(($# - strict))
+  for d do [ -d "$d" ] && [ ! -L "$d" ] || return 1; done
+  n=$(($# * 2))
+  set -- $(LC_ALL=C stat -c '%u %a' -- "$@" 2>/dev/null)
+  [ $# -eq "$n" ] || return 1
+  while [ $# -gt 0 ]; do
+    { [ "$1" = "$uid" ] || [ "$1" = 0 ]; } || return 1
+    if [ $((0$2 & 022)) -ne 0 ]; then
+      [ "$loose" -gt 0 ] && [ $((0$2 & 01000)) -ne 0 ] || return 1
+    fi
+    loose=$((loose - 1))
+    shift 2
+  done
+}
+# $1 is a trusted directory in a trusted directory, holding a complete, checked unpack of this payload.
 sealed() {
-  owned "\${1%/*}" "$1" && [ -f "$1/.sha256" ] && IFS= read -r seal <"$1/.sha256" &&
+  trusted "\${1%/*}" "$1" && [ -f "$1/.sha256" ] && IFS= read -r seal <"$1/.sha256" &&
     [ "$seal" = "$hash" ]
 }
 # A shared cache is readable by all (0755): root's, which every user's sandboxes bind the
@@ -125,6 +152,7 @@ else
   base=\${XDG_CACHE_HOME:-\${HOME:?cortexfs: set HOME or CORTEXFS_CACHE}/.cache}/cortexfs
   mode=0700
 fi
+case $base in /*) ;; *) base=\${PWD:-$(pwd)}/$base ;; esac
 lib=$base/$hash
 if [ -z "$checked" ] && ! sealed "$lib"; then
   if [ -e "$lib" ] || [ -L "$lib" ]; then
@@ -132,6 +160,7 @@ if [ -z "$checked" ] && ! sealed "$lib"; then
   fi
   mkdir -p -m "$mode" -- "$base" || die 73 "cannot create the cache directory $base"
   owned "$base" || die 69 "refusing the cache directory $base: it must be a directory (not a symlink) owned by you (or root) that nobody else may write"
+  trusted "$base" || die 69 "refusing the cache directory $base: a directory above it is not owned by you (or root), or another user may write it (only a sticky one such as /tmp may be)"
   umask 022
   [ ! -t 2 ] || echo "cortexfs: first run of ${options.version}: unpacking into $lib (once)" >&2
   file=$(readlink -f -- "$file") || die 70 "cannot resolve $me"
@@ -158,6 +187,8 @@ if [ -z "$checked" ] && ! sealed "$lib"; then
     rm -rf -- "$tmp"
   fi
   trap - EXIT INT TERM
+  # What is executed below is what was checked: the unpack in place, in trusted directories.
+  sealed "$lib" || die 69 "$lib changed after the unpack: refusing to run it"
 fi
 case $name in
 ${names.join("|")}) ;;

@@ -225,6 +225,54 @@ Deno.test("the single file refuses a user cache it cannot trust and a damaged pa
   }
 });
 
+Deno.test({
+  name:
+    "as root the single file refuses a cache path whose ancestor another user owns or may write (it could swap the unpack before the exec); under a sticky directory it unpacks and runs",
+  ignore: !root,
+  async fn() {
+    const { dir, file, home } = await lone();
+    const hash = hashOf(file);
+    const ctx = (cache: string) =>
+      run([...clean(home, { CORTEXFS_CACHE: cache }), file, "ctx", "--version"], { cwd: dir });
+    const refuse = (base: string) => ({
+      code: 69,
+      stdout: "",
+      stderr: `cortexfs: refusing the cache directory ${base}: a directory above it is not ` +
+        "owned by you (or root), or another user may write it (only a sticky one such as /tmp " +
+        "may be)\n",
+    });
+    try {
+      // A directory a user owns, above a cache root would make: the user could rename the
+      // cache away and put its own deno there between the checks and the exec.
+      Deno.mkdirSync(`${dir}/theirs`, { mode: 0o755 });
+      Deno.chownSync(`${dir}/theirs`, 1000, 1000);
+      assertEquals(await ctx(`${dir}/theirs/cache`), refuse(`${dir}/theirs/cache`));
+      // Root's, but writable by all and not sticky.
+      Deno.mkdirSync(`${dir}/open`, { mode: 0o777 });
+      Deno.chmodSync(`${dir}/open`, 0o777);
+      assertEquals(await ctx(`${dir}/open/cache`), refuse(`${dir}/open/cache`));
+      // Nothing was unpacked or run from either.
+      assertEquals(names(`${dir}/theirs/cache`), []);
+      assertEquals(names(`${dir}/open/cache`), []);
+      // Sticky and writable by all (as /tmp): nobody else can move root's cache inside it.
+      Deno.mkdirSync(`${dir}/sticky`, { mode: 0o777 });
+      Deno.chmodSync(`${dir}/sticky`, 0o1777);
+      assertEquals(await ctx(`${dir}/sticky/cache`), {
+        code: 0,
+        stdout: `ctx ${VERSION}\n`,
+        stderr: "",
+      });
+      assertEquals(names(`${dir}/sticky/cache`), [hash]);
+      // A warm start checks the same chain: once the ancestor is a user's, it stops.
+      Deno.chownSync(`${dir}/sticky`, 1000, 1000);
+      const warm = await ctx(`${dir}/sticky/cache`);
+      assertEquals([warm.code, warm.stdout], [69, ""]);
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
+
 Deno.test("cortexfs install copies the file into --prefix, links every program to it, and writes (never starts) a unit", async () => {
   const { dir, file, home, varCache } = await lone();
   const prefix = `${dir}/bin`, units = `${dir}/units`;
