@@ -125,6 +125,16 @@ export function modelNew(a: ModelNewArgs): string[] {
     loadModel(dir, f); // ENOENT names a fallback that does not exist
   }
   const base = `${dir}/model/${provider}`;
+  // An alias (`model/main`, a symlink to a model) is no provider directory: never made or
+  // followed here (makeDir's chmod would reach the alias's target).
+  try {
+    const st = Deno.lstatSync(base);
+    if (!st.isDirectory) {
+      throw new CtxError("EINVAL", `model/${provider} is not a provider directory (an alias?)`);
+    }
+  } catch (e) {
+    if (!(e instanceof Deno.errors.NotFound)) throw e;
+  }
   for (const p of [`${base}/${model}`, `${base}/${model}.d`]) {
     try {
       Deno.lstatSync(p);

@@ -62,6 +62,13 @@ Deno.test("ctx model new (root) + provider set: a user's agent on it answers thr
         assertEquals((await ctx(["ls", "model"])).stdout.includes("fixture"), false, bad.join(" "));
       }
 
+      // An alias is no provider: refused, its target untouched.
+      const before = Deno.statSync(`${t.tree.root}/model/debug/echo`).mode;
+      const alias = await ctx(["model", "new", "main/x", "--driver", "openai-responses"]);
+      assertEquals(alias.code, 2, alias.stderr);
+      assertStringIncludes(alias.stderr, "not a provider directory");
+      assertEquals(Deno.statSync(`${t.tree.root}/model/debug/echo`).mode, before);
+
       // Root makes it and stores the key.
       const made = await ctx(make);
       assertEquals(made.code, 0, made.stderr);
