@@ -57,10 +57,11 @@ async function checkout(): Promise<
 }
 
 /** Runs that checkout's ctx with a clean environment (no CTX_ROOT unless given). */
-function ctxOf(cli: string, args: string[], env: Record<string, string> = {}) {
+function ctxOf(cli: string, args: string[], env: Record<string, string> = {}, stdin?: string) {
   return run([DENO, "run", "-A", "--quiet", `--config=${CONFIG}`, cli, ...args], {
     clearEnv: true,
     env: { PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin", HOME: "/root", NO_COLOR: "1", ...env },
+    stdin,
   });
 }
 
@@ -188,14 +189,7 @@ Deno.test({
     try {
       update(c.storage, {});
       d = await startDaemon(c, { args: ["--dev"] });
-      const set = await run(
-        [DENO, "run", "-A", "--quiet", `--config=${CONFIG}`, c.ctx, "provider", "set", "devp"],
-        {
-          clearEnv: true,
-          env: { PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin", HOME: "/root", NO_COLOR: "1" },
-          stdin: "sk-dev-0123456789\n",
-        },
-      );
+      const set = await ctxOf(c.ctx, ["provider", "set", "devp"], {}, "sk-dev-0123456789\n");
       assertEquals([set.code, set.stdout], [
         0,
         `stored ${c.dir}/.dev/secrets/provider/devp/default\n`,
