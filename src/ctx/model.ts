@@ -10,9 +10,6 @@ import { loadModel } from "../store/agent.ts";
 import { hostBaseURL } from "../store/providers.ts";
 import { makeDir, modelEntry, writeAll } from "../store/tree.ts";
 
-/** The wire drivers `ctx model new` makes models for, with the endpoint each uses by default. */
-const WIRES = WIRE_URLS;
-
 /** Inputs of `ctx model new`. */
 export interface ModelNewArgs {
   /** The tree ctx found (a mount, or a storage generation itself). */
@@ -106,10 +103,10 @@ export function modelNew(a: ModelNewArgs): string[] {
   if (model === undefined || extra !== undefined) {
     throw new CtxError("EINVAL", `${quote(a.ref)} is not <provider>/<model>`);
   }
-  if (!(a.driver in WIRES)) {
+  if (!(a.driver in WIRE_URLS)) {
     throw new CtxError(
       "EINVAL",
-      `--driver ${quote(a.driver)} is not one of ${Object.keys(WIRES).join(", ")}`,
+      `--driver ${quote(a.driver)} is not one of ${Object.keys(WIRE_URLS).join(", ")}`,
     );
   }
   const files = controlsOf(a, provider);
@@ -159,7 +156,7 @@ export function modelNew(a: ModelNewArgs): string[] {
   }
   syncDir(base);
   const def = loadModel(dir, a.ref);
-  const url = a.baseUrl ?? hostBaseURL(provider) ?? WIRES[a.driver];
+  const url = a.baseUrl ?? hostBaseURL(provider) ?? WIRE_URLS[a.driver];
   writeAll(base, {
     [model]: modelEntry(a.ref, {
       limit: def.limit,
@@ -205,13 +202,13 @@ export function modelList(root: string, secrets: string): string[] {
     try {
       const def = loadModel(root, ref);
       const driver = def.driver.default?.[0] ?? def.driver.agent?.[0] ?? "-";
-      const sdk = driver in WIRES;
+      const sdk = driver in WIRE_URLS;
       const defaults = MODEL_CONTROLS.default.parse(readOr(`${def.dir}/default`)) as Record<
         string,
         string
       >;
       const url = sdk
-        ? defaults.base_url ?? hostBaseURL(def.provider) ?? WIRES[driver] ?? "-"
+        ? defaults.base_url ?? hostBaseURL(def.provider) ?? WIRE_URLS[driver] ?? "-"
         : "-";
       const key = sdk ? keyState(secrets, def.provider, defaults.slot) : "-";
       rows.push([name, driver, url, String(def.limit), key]);
