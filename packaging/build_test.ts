@@ -104,7 +104,7 @@ Deno.test({
       const pump = (async () => {
         for await (const c of child.stderr) log += new TextDecoder().decode(c);
       })();
-      await until(() => log.includes("agent sockets under"), "the built cortexfsd");
+      await until(() => log.includes("the mount's serving thread:"), "the built cortexfsd");
       const sent = await new Deno.Command(`${out}/ctx`, {
         args: ["agent", "send", "coder", "built"],
         env: { PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin", CTX_ROOT: tree.mount, NO_COLOR: "1" },
