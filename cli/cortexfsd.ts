@@ -305,7 +305,7 @@ async function main(flags: Flags): Promise<number> {
 /** `cortexfsd instance NAME`: one agent's runtime instance, started by the host only. */
 async function instance(
   name: string,
-  o: { root: string; run: string; mount?: string; idleTimeout?: string },
+  o: { root: string; run: string; mount?: string; idleTimeout?: string; conn?: boolean },
 ): Promise<number> {
   const { runInstance } = await import("../src/runtime/instance.ts");
   return await runInstance({
@@ -316,6 +316,7 @@ async function instance(
     idleMs: idleSeconds(o.idleTimeout) * 1000,
     toolCache: Deno.env.get("CTX_TOOL_CACHE"),
     env: Deno.env.toObject(),
+    conn: o.conn,
   });
 }
 
@@ -380,11 +381,12 @@ if (import.meta.main) {
     .requiredOption("--run <dir>", "the run directory")
     .option("--mount <dir>", "the mount projecting the tree")
     .option("--idle-timeout <seconds>", "exit after this long idle (default 300)")
+    .option("--conn", "fd 5 is a connection the host accepted on the socket and admitted")
     .exitOverride((e) => Deno.exit(e.exitCode === 0 ? 0 : EXIT.usage))
     .action(
       async (
         name: string,
-        o: { root: string; run: string; mount?: string; idleTimeout?: string },
+        o: { root: string; run: string; mount?: string; idleTimeout?: string; conn?: boolean },
       ) => {
         try {
           Deno.exit(await instance(name, o));

@@ -1,11 +1,12 @@
-/** The socket activator: one poll over every idle agent's listening fd; a readable one (a client waits in its backlog) starts that agent. */
+/** The socket activator: one poll over every idle agent's listening fd; a readable one (a client waits in its backlog) is handed to the supervisor, which admits or refuses who waits. */
 import { closeFd, pollReadable, Wake } from "../sys/listen.ts";
 
 /**
  * Waits for readability of every armed listening fd with ONE nonblocking poll (plus an eventfd
  * that re-arms the wait when the set changes): event-driven, no timers. A readable fd is disarmed
  * before `onReadable` hears of it; the supervisor arms it again when the instance has exited.
- * The activator never accepts: the pending connection stays queued for the instance.
+ * The activator never accepts: the supervisor does (src/runtime/supervisor.ts `#admit`), then
+ * arms the fd again or starts the instance.
  */
 export class Activator {
   readonly #armed = new Map<string, number>();

@@ -1,7 +1,7 @@
 /** One agent's runtime instance: takes the listening socket its host hands over (fd 3), waits to be released, serves that agent alone, exits when idle or told to. */
 import { CtxError } from "../abi/errno.ts";
 import { delegateClaims } from "../store/session.ts";
-import { isSeqpacket } from "../sys/fdpass.ts";
+import { isSeqpacket, notUnixStream } from "../sys/fdpass.ts";
 import { setCloexec } from "../sys/sock.ts";
 import { HostChannel } from "./channel.ts";
 import { startRuntime } from "./mod.ts";
@@ -14,6 +14,11 @@ export const LISTEN_FD = 3;
  * the peers of the connections it accepts there (src/runtime/channel.ts, broker.ts).
  */
 export const HOST_FD = 4;
+/**
+ * With `--conn`: the connection whose client made the host start this instance, which the host
+ * accepted and admitted by the owner rule (src/runtime/supervisor.ts): served like one accepted here.
+ */
+export const CONN_FD = 5;
 
 /** Options for {@link runInstance}. */
 export interface InstanceOptions {
@@ -26,6 +31,8 @@ export interface InstanceOptions {
   toolCache?: string;
   /** The process environment (LISTEN_FDS, LISTEN_PID). */
   env: Record<string, string | undefined>;
+  /** The host handed over its first client's connection as {@link CONN_FD}. */
+  conn?: boolean;
 }
 
 /**
@@ -147,6 +154,13 @@ export async function runInstance(o: InstanceOptions): Promise<number> {
     );
   }
   setCloexec(HOST_FD); // inherited without close-on-exec: no sandbox may ever see it
+  if (o.conn) {
+    const why = notUnixStream(CONN_FD);
+    if (why !== undefined) {
+      throw new CtxError("EINVAL", `an instance's handed connection (fd ${CONN_FD}): ${why}`);
+    }
+    setCloexec(CONN_FD);
+  }
   // The hand-over names this process only: nothing it spawns may read it as its own.
   for (const k of ["LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES"]) Deno.env.delete(k);
   const stdin = Deno.stdin.readable.getReader();
@@ -186,6 +200,7 @@ export async function runInstance(o: InstanceOptions): Promise<number> {
     instance: {
       agent: o.agent,
       fd: LISTEN_FD,
+      conn: o.conn ? CONN_FD : undefined,
       report: (st) => host.report(st),
       peer: (fd) => channel.peer(fd),
     },

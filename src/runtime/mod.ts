@@ -17,7 +17,7 @@ import type { Run } from "./recorder.ts";
 import { groupsDir, type Reaped, reapGroups } from "./groups.ts";
 import { peerWorkspace, type Workspace } from "./peer.ts";
 import { type AgentStatus, Presence } from "./presence.ts";
-import { listen, type Listener, listenFd, unlisten } from "./server.ts";
+import { adoptConn, listen, type Listener, listenFd, unlisten } from "./server.ts";
 import { TOOL_HOST, type ToolHost } from "./tools.ts";
 import { toolCache } from "../tool/config.ts";
 
@@ -51,6 +51,11 @@ export interface RuntimeOptions {
   instance?: {
     agent: string;
     fd: number;
+    /**
+     * A connection accepted on `fd` by the host (which admitted its peer by the owner rule): it
+     * is served like one accepted here, every check made again.
+     */
+    conn?: number;
     /**
      * Where its status goes: the host writes `status`/`pid` from these reports (the instance
      * writes no projection); resolves once the host has. Absent: written here.
@@ -248,8 +253,10 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
   };
   // One agent that cannot be served (a bad name, a planted temp) must not keep the rest down.
   const failed: Broken[] = [];
-  if (one) await serve(one.agent); // an instance that cannot serve its one socket fails whole
-  else {
+  if (one) {
+    await serve(one.agent); // an instance that cannot serve its one socket fails whole
+    if (one.conn !== undefined) adoptConn(ctx, listeners.get(one.agent)!, one.conn);
+  } else {
     for (const name of agentNames(options.root)) {
       try {
         await serve(name);

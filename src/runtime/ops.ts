@@ -1,7 +1,6 @@
 /** The socket ops: send, tsh, resume, cancel (approve is consumed inside a run's approval wait). */
 import { createHash } from "node:crypto";
 import { CtxError, toCtxError } from "../abi/errno.ts";
-import { AGENT_CONTROLS } from "../abi/controls.ts";
 import {
   errorOf,
   fitFrame,
@@ -13,7 +12,6 @@ import {
   sessionName,
 } from "../abi/frames.ts";
 import { MAX_CONTEXT, utf8Length } from "../abi/envelope.ts";
-import { readControl, resolveAgent } from "../store/agent.ts";
 import type { RunIndex } from "../store/runs.ts";
 import {
   asOwner,
@@ -30,6 +28,7 @@ import {
   sessionRef,
   touchIndex,
 } from "../store/session.ts";
+import { admitUid, checkOwner } from "./admit.ts";
 import { executeCall } from "./call.ts";
 import type { Conn } from "./conn.ts";
 import { execLoop } from "./exec.ts";
@@ -74,32 +73,18 @@ export interface OpContext {
 type SendReq = Extract<Request, { op: "send" }>;
 type TshReq = Extract<Request, { op: "tsh" }>;
 
-function checkOwner(conn: Conn, name: string, owner: number): void {
-  if (conn.peer.uid !== 0 && conn.peer.uid !== owner) {
-    throw new CtxError(
-      "EACCES",
-      `peer uid ${conn.peer.uid} is neither the owner (${owner}) of agent ${name} nor 0`,
-    );
-  }
-}
-
 /**
  * The check at accept time: only the `owner` control is read (a peer that may not talk to the
  * agent is turned away at once); every request then runs the full {@link authorizePeer}.
  */
 export function admitPeer(ctx: OpContext, name: string, conn: Conn): void {
-  const dir = `${ctx.root}/agent/${resolveAgent(ctx.root, name)}.d`;
-  const owner = readControl<number>(dir, "owner", AGENT_CONTROLS.owner);
-  if (owner === undefined) {
-    throw new CtxError("EACCES", `agent ${name} has no owner control: authority fails closed`);
-  }
-  checkOwner(conn, name, owner);
+  admitUid(ctx.root, name, conn.peer.uid);
 }
 
 /** Re-reads the agent and re-checks the peer on every request: authority never carries over. */
 export function authorizePeer(ctx: OpContext, name: string, conn: Conn): AgentView {
   const agent = readAgent(ctx.root, name);
-  checkOwner(conn, name, agent.owner);
+  checkOwner(conn.peer.uid, name, agent.owner);
   return agent;
 }
 

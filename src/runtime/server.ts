@@ -269,6 +269,15 @@ export async function listenFd(ctx: OpContext, name: string, fd: number): Promis
   return { name, path: "", server, conns };
 }
 
+/**
+ * Serves connection `fd`, accepted on `l`'s socket by the host (which admitted its peer), as if
+ * `l` had accepted it: the same checks (uid cap, peer, owner rule), then read.
+ */
+export function adoptConn(ctx: OpContext, l: Listener, fd: number): void {
+  const socket = new net.Socket({ fd, allowHalfOpen: true, readable: true, writable: true });
+  void accept(ctx, l.name, l.conns, socket);
+}
+
 /** Stops a listener: no new connections, open ones closed, the socket file removed. */
 export async function unlisten(l: Listener): Promise<void> {
   const closed = new Promise<void>((r) => l.server.close(() => r()));

@@ -53,7 +53,8 @@ export interface Listener {
 }
 
 /**
- * Spawns `l.name`'s instance, held until its receipt is on disk; `onExit` hears of the exit once
+ * Spawns `l.name`'s instance, held until its receipt is on disk (with `conn`, the connection the
+ * host accepted and admitted for it, as its fd 5: the caller keeps its own copy); `onExit` hears of the exit once
  * it is recorded (log line, status, `meta.json`, receipt removed). Throws when the socketpair or
  * the spawn fails.
  */
@@ -61,10 +62,11 @@ export function spawnInstance(
   l: Listener,
   ctx: SpawnContext,
   onExit: (live: Live) => void,
+  conn?: number,
 ): Live {
   ctx.presence.set(l.name, "start", null);
-  const { cmd, argv, unit } = instanceArgv(l.name, ctx);
-  const { child, ours } = spawnChild(cmd, argv, l, ctx.env);
+  const { cmd, argv, unit } = instanceArgv(l.name, ctx, conn !== undefined);
+  const { child, ours } = spawnChild(cmd, argv, l, ctx.env, conn);
   // If its wiring fails (the broker's eventfd: out of fds) the child is still held, waiting for
   // `go` on stdin, so nothing of it ran: it is ended rather than left held for good.
   const fail = (e: unknown): never => {
@@ -100,10 +102,12 @@ export function spawnInstance(
 function instanceArgv(
   name: string,
   ctx: SpawnContext,
+  conn: boolean,
 ): { cmd: string; argv: string[]; unit?: string } {
   const { manager } = ctx;
   const args = [...ctx.command, name, "--root", ctx.root, "--run", ctx.run];
   if (ctx.mount) args.push("--mount", ctx.mount);
+  if (conn) args.push("--conn");
   args.push("--idle-timeout", String(ctx.idleSeconds));
   // sh sets LISTEN_PID to its own pid and execs in place: the instance checks it is its own.
   // Under a manager, systemd-run registers the scope for its own pid and execs sh in place (the
@@ -120,12 +124,16 @@ function instanceArgv(
   return { cmd, argv: [...pre, "-c", script, "sh", ...ctx.drop, ...args], unit };
 }
 
-/** Spawns `cmd` in its own session, `l.fd` as its fd 3 and a new socketpair's end as its fd 4. */
+/**
+ * Spawns `cmd` in its own session, `l.fd` as its fd 3, a new socketpair's end as its fd 4 and
+ * `conn` (when given) as its fd 5.
+ */
 function spawnChild(
   cmd: string,
   argv: string[],
   l: Listener,
   env: Record<string, string> | undefined,
+  conn: number | undefined,
 ): { child: ChildProcess; ours: number } {
   // The instance's private channel to the host (its fd 4): the peer checks it has no
   // capability for are made here (src/runtime/broker.ts). Both ends close-on-exec; the spawn
@@ -136,7 +144,7 @@ function spawnChild(
   let child: ChildProcess;
   try {
     child = spawn(cmd, argv, {
-      stdio: ["pipe", "pipe", "pipe", l.fd, theirs],
+      stdio: ["pipe", "pipe", "pipe", l.fd, theirs, ...(conn === undefined ? [] : [conn])],
       detached: true, // setsid: its own session and group; a signal to it never reaches the host
       env: { ...(env ?? Deno.env.toObject()), LISTEN_FDS: "1", LISTEN_FDNAMES: l.name },
     });

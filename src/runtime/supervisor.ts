@@ -1,10 +1,12 @@
 /** The supervisor: owns every agent's listening socket, starts one instance per agent on demand (itself, or as a systemd transient scope where a manager answers), records receipts before releasing it, stops only what a receipt proves. */
-import { CtxError } from "../abi/errno.ts";
+import { CtxError, ERRNO, toCtxError } from "../abi/errno.ts";
 import { encodeFrame, errorOf } from "../abi/frames.ts";
 import { ensureDir } from "../store/atomic.ts";
 import { readRegularText } from "../store/regular.ts";
-import { closeFd, listenUnix, refuseWaiting } from "../sys/listen.ts";
+import { acceptWaiting, answerClose, closeFd, listenUnix, refuseWaiting } from "../sys/listen.ts";
+import { peerCred } from "../sys/sock.ts";
 import { Activator } from "./activator.ts";
+import { admitUid } from "./admit.ts";
 import { groupsDir, reapGroups } from "./groups.ts";
 import { dropArgv } from "./caps.ts";
 import { Presence } from "./presence.ts";
@@ -31,6 +33,14 @@ export const STOP_GRACE_MS = 5_000;
 export const IDLE_SECONDS = 300;
 /** Default start timeout of an instance (seconds): from its release to its `ready` line. */
 export const START_SECONDS = 30;
+
+/**
+ * Connections the host takes from one idle agent's backlog per wake of its activator: more wait
+ * for the next poll, which returns at once, so a flooded socket shares the host's loop with the
+ * rest (every wake does this much work at most, and at least one accept: no spin).
+ */
+export const ADMIT_BATCH = 32;
+const ECONNABORTED = 103;
 
 /** Options for {@link startSupervisor}. */
 export interface SupervisorOptions {
@@ -220,9 +230,7 @@ class Host implements Supervisor {
     this.reaped = reaped;
     this.reapedTerminals = terms.reaped;
     this.#ctx = { ...ctx, closing: () => this.#closing };
-    this.#activator = new Activator((name) => {
-      void this.#start(name).catch((e) => console.error(`cortexfsd: starting ${name}: ${e}`));
-    });
+    this.#activator = new Activator((name) => this.#admit(name));
   }
 
   /** Every socket first (clients can connect as soon as theirs exists), the summaries after. */
@@ -352,19 +360,83 @@ class Host implements Supervisor {
     this.#slots.clear();
   }
 
-  /** Starts `name`'s instance unless one lives or is starting; resolves once it is ready or gone. */
-  async #start(name: string): Promise<{ live: Live; already: boolean }> {
+  /**
+   * A client waits on idle agent `name`'s socket (its activator fired and disarmed it): the host
+   * takes the waiting connections itself, nonblocking, and applies the instance's owner rule
+   * (src/runtime/admit.ts) to each peer's SO_PEERCRED uid. A refused one gets the instance's
+   * EACCES frame and is closed (nothing of it is read, nothing waits on it); the first admitted
+   * one starts the instance, which gets it as its fd 5 and serves it as if it had accepted it;
+   * whoever waits behind it stays queued for the instance. Nobody admitted waiting: armed again.
+   */
+  #admit(name: string): void {
     const slot = this.#slots.get(name);
-    if (!slot) throw new CtxError("ENOENT", `agent ${name} is not served`);
-    if (slot.live) return { live: slot.live, already: true };
-    if (slot.starting) return { live: await slot.starting, already: true };
+    // An armed socket has no instance; the guard keeps a connection from being taken from one.
+    if (!slot || slot.live || slot.starting) return;
+    for (let i = 0; i < ADMIT_BATCH; i++) {
+      const c = acceptWaiting(slot.fd);
+      if (c === -ERRNO.EAGAIN) break;
+      if (c === -ECONNABORTED || c === -ERRNO.EINTR) continue;
+      if (c < 0) {
+        // The host cannot take it (out of fds): the instance takes it and checks it, as before
+        // the host did; left armed, the still readable socket would spin the activator.
+        console.error(`cortexfsd: agent ${name}: accept failed (errno ${-c}): starting it`);
+        return this.#launch(name);
+      }
+      try {
+        admitUid(this.#o.root, name, peerCred(c).uid);
+      } catch (e) {
+        const err = toCtxError(e);
+        answerClose(c, new TextEncoder().encode(encodeFrame(errorOf(err.errno, err.message))));
+        continue;
+      }
+      return this.#launch(name, c);
+    }
+    this.#activator.arm(name, slot.fd);
+  }
+
+  /** Starts `name`'s instance for the client of `conn` (the host's copy, closed here). */
+  #launch(name: string, conn?: number): void {
+    void this.#start(name, conn).catch((e) => console.error(`cortexfsd: starting ${name}: ${e}`));
+  }
+
+  /**
+   * Starts `name`'s instance unless one lives or is starting; resolves once it is ready or gone.
+   * `conn`: an admitted connection the instance is handed (the host closes its own copy, and
+   * answers it instead when the instance never serves).
+   */
+  async #start(name: string, conn?: number): Promise<{ live: Live; already: boolean }> {
+    const slot = this.#slots.get(name);
+    const busy = slot?.live ?? slot?.starting;
+    if (!slot || busy) {
+      // Never with `conn` (the host takes one only from an armed socket, with no instance): it
+      // is told to connect again rather than dropped without a word.
+      if (conn !== undefined) {
+        const again = errorOf("EAGAIN", `agent ${name}: its instance is starting; connect again`);
+        answerClose(conn, new TextEncoder().encode(encodeFrame(again)));
+      }
+      if (!slot) throw new CtxError("ENOENT", `agent ${name} is not served`);
+      if (slot.live) return { live: slot.live, already: true };
+      return { live: await slot.starting!, already: true };
+    }
     this.#activator.disarm(name);
     let live: Live;
     try {
-      live = spawnInstance(slot, this.#ctx, (l) => this.#exited(slot, l));
+      live = spawnInstance(slot, this.#ctx, (l) => this.#exited(slot, l), conn);
     } catch (e) {
+      if (conn !== undefined) {
+        const why = `agent ${name}: its instance could not start: ${toCtxError(e).message}`;
+        answerClose(conn, new TextEncoder().encode(encodeFrame(errorOf("EIO", why))));
+      }
       this.#spawnFailed(slot, e);
       throw e;
+    }
+    if (conn !== undefined) {
+      // The instance holds its own copy from the spawn on: the host's is closed once it serves,
+      // or answered like the clients in its backlog when it never does.
+      void live.ready.then((ok) => {
+        if (ok || this.#closing) closeFd(conn);
+        else answerClose(conn, new TextEncoder().encode(encodeFrame(live.notStarted())));
+      });
     }
     slot.live = live;
     const p = live.ready.then(() => live);

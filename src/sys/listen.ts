@@ -1,4 +1,4 @@
-/** Listening Unix sockets the host creates but never accepts on, an eventfd, and one poll over many fds. */
+/** Listening Unix sockets the host creates (and accepts on only while no instance serves them), an eventfd, and one poll over many fds. */
 import { ERRNO } from "../abi/errno.ts";
 import { AF, ARCH } from "./arch.ts";
 import { errno, libc } from "./ffi.ts";
@@ -14,7 +14,7 @@ const EFD_NONBLOCK = ARCH.O.NONBLOCK;
 const EFD_CLOEXEC = ARCH.O.CLOEXEC;
 /** `sizeof(struct sockaddr_un)`; `sun_path` holds 107 bytes and a NUL. */
 const SUN_LEN = 110;
-/** Listen backlog: connections wait here (never answered by the host) until an instance accepts. */
+/** Listen backlog: connections wait here until the host (an idle agent) or its instance accepts. */
 export const BACKLOG = 128;
 
 /**
@@ -76,19 +76,40 @@ function sockaddr(path: string): Uint8Array | null {
  * it the same waiting client would start a failing instance again and again.
  */
 export function refuseWaiting(fd: number, frame: Uint8Array): number {
-  const s = libc();
-  // An instance's runtime may have made the shared open file description blocking (it is the
-  // same socket): nonblocking again, or the last accept would wait for the next client forever.
-  const fl = s.fcntl(fd, F.GETFL, 0);
-  if (fl < 0 || s.fcntl(fd, F.SETFL, fl | ARCH.O.NONBLOCK) < 0) return 0;
   let n = 0;
   for (;;) {
-    const c = s.accept4(fd, null, null, SOCK.NONBLOCK | SOCK.CLOEXEC);
+    const c = acceptWaiting(fd);
     if (c < 0) return n; // EAGAIN: nobody else waits
-    s.write(c, frame, BigInt(frame.length)); // a small frame fits an empty socket buffer
-    s.close(c);
+    answerClose(c, frame);
     n++;
   }
+}
+
+/**
+ * Takes one connection waiting on listening `fd` without waiting for one: its fd (nonblocking,
+ * close-on-exec), or -errno (EAGAIN: none waits).
+ */
+export function acceptWaiting(fd: number): number {
+  const s = libc();
+  // An instance's runtime may have made the shared open file description blocking (it is the
+  // same socket): nonblocking again, or an accept would wait for the next client forever.
+  const fl = s.fcntl(fd, F.GETFL, 0);
+  if (fl < 0) return -errno();
+  if ((fl & ARCH.O.NONBLOCK) === 0 && s.fcntl(fd, F.SETFL, fl | ARCH.O.NONBLOCK) < 0) {
+    return -errno();
+  }
+  const c = s.accept4(fd, null, null, SOCK.NONBLOCK | SOCK.CLOEXEC);
+  return c < 0 ? -errno() : c;
+}
+
+/**
+ * Writes `frame` to connection `c` without waiting (a small frame fits a new connection's empty
+ * buffer) and closes it: nothing is read from the peer, nothing waits on it.
+ */
+export function answerClose(c: number, frame: Uint8Array): void {
+  const s = libc();
+  s.write(c, frame, BigInt(frame.length));
+  s.close(c);
 }
 
 /** The inode number of an open fd (tests compare sockets across processes by it), or -errno. */

@@ -1,0 +1,116 @@
+/** Issue 24 item 13: a connection to an idle agent's socket by a uid its instance would refuse starts no instance (the host accepts it, applies the owner rule, answers EACCES and closes); the owner's connection after it starts the instance and is served. */
+import { assert, assertEquals, assertMatch } from "../assert.ts";
+import { createAgent } from "../../src/store/agent_new.ts";
+import { DENO, Raw, run, type Target, type Tree, until, withTarget } from "../fixture/mod.ts";
+
+const CLIENT = new URL("./peer_client.ts", import.meta.url).pathname;
+const OWNER = 1000, OTHER = 1001;
+/** Refused connections in the flood (one client process, one connection each). */
+const FLOOD = 40;
+
+/** What peer_client.ts prints for one connection. */
+interface Answer {
+  frames: Record<string, unknown>[];
+  closed: boolean;
+}
+
+/** peer_client.ts as `uid` on `<run>/agent/mine.sock`, one connection per frame. */
+async function client(t: Target, uid: number, frames: unknown[]): Promise<Answer[]> {
+  const dir = `${t.tree.dir}/deno-${uid}`;
+  const r = await run(
+    [
+      DENO,
+      "run",
+      "-A",
+      "--no-config",
+      CLIENT,
+      `${t.tree.run}/agent/mine.sock`,
+      ...frames.map((f) => JSON.stringify(f)),
+    ],
+    { uid, env: { DENO_DIR: dir, HOME: dir }, ms: 60_000 },
+  );
+  assertEquals(r.code, 0, `peer_client as ${uid}: ${r.stdout} ${r.stderr}`);
+  return r.stdout.trim().split("\n").filter(Boolean).map((l) => JSON.parse(l));
+}
+
+/** Agent `mine` owned by uid 1000, and a Deno dir for each client uid. */
+function setup(tree: Tree): void {
+  Deno.chmodSync(tree.dir, 0o755);
+  createAgent(tree.root, "mine", { uid: OWNER, gid: OWNER });
+  for (const uid of [OWNER, OTHER]) {
+    Deno.mkdirSync(`${tree.dir}/deno-${uid}`, { mode: 0o755 });
+    Deno.chownSync(`${tree.dir}/deno-${uid}`, uid, uid);
+  }
+}
+
+/** The agents `ps` lists (their instance or a terminal lives). */
+async function live(t: Target): Promise<string[]> {
+  const ps = await t.ctx(["agent", "ps", "--json"]);
+  assertEquals(ps.code, 0, ps.stderr);
+  const frame = JSON.parse(ps.stdout.trim().split("\n").find((l) => l.startsWith("{")) ?? "{}");
+  return frame.instances.map((i: { agent: string }) => i.agent);
+}
+
+/** True while `mine` has an instance receipt (made before its instance is released). */
+function receipt(t: Target): boolean {
+  try {
+    Deno.statSync(`${t.tree.run}/instance/mine.json`);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+Deno.test("a connection by a uid the owner rule refuses starts no instance: the host answers EACCES and closes (a flood of them too); the owner's connection then starts it and is served; the mount answers during and after", async () => {
+  await withTarget(async (t) => {
+    const send = (id: string) => ({ op: "send", id, session: "s", input: "hello" });
+    const [refused] = await Promise.all([
+      client(t, OTHER, [...Array(FLOOD).keys()].map((i) => send(`x${i}`))),
+      t.bystander(),
+    ]);
+    // Every connection was answered: one EACCES frame (the instance's own answer), then a close.
+    assertEquals(refused.length, FLOOD);
+    for (const a of refused) {
+      assertEquals(a.frames.map((f) => [f.type, f.code]), [["error", "EACCES"]]);
+      assertMatch(String(a.frames[0].message), /^peer uid 1001 is neither the owner \(1000\)/);
+      assert(a.closed, "the refused connection stayed open");
+    }
+    // The refusals have all come: nothing was started for them.
+    assertEquals(await live(t), []);
+    assertEquals(receipt(t), false, "an instance receipt was made for a refused peer");
+    await t.bystander();
+
+    // The owner is served as before: its connection starts the instance, which answers it.
+    const served = await client(t, OWNER, [send("own")]);
+    assertEquals(served.map((a) => [a.frames.at(-1)?.type, a.frames.at(-1)?.status]), [[
+      "done",
+      "ok",
+    ]]);
+    assertEquals(await live(t), ["mine"]);
+    // Once it runs, it accepts (and refuses) by itself, exactly as before.
+    const again = await client(t, OTHER, [send("y")]);
+    assertEquals(again[0].frames.map((f) => [f.type, f.code]), [["error", "EACCES"]]);
+    assertEquals(await live(t), ["mine"]);
+    await t.bystander();
+  }, { setup });
+});
+
+Deno.test("an admitted connection that never speaks starts the instance without holding the host: it is handed over and served once it speaks; the owner is served meanwhile", async () => {
+  await withTarget(async (t) => {
+    // Root is admitted by the owner rule: its silent connection starts the instance.
+    const silent = await Raw.connect(`${t.tree.run}/agent/mine.sock`);
+    try {
+      await until(async () => (await live(t)).includes("mine"), "the instance started", 60_000);
+      await t.bystander();
+      const served = await client(t, OWNER, [{ op: "send", id: "own", session: "o", input: "hi" }]);
+      assertEquals(served.map((a) => a.frames.at(-1)?.type), ["done"]);
+      // The handed connection is the instance's now: its first frame is served like any other.
+      silent.write({ op: "send", id: "late", session: "r", input: "late" });
+      const frames = await silent.run();
+      assertEquals(frames.at(-1)?.status, "ok");
+    } finally {
+      silent.close();
+    }
+    await t.bystander();
+  }, { setup });
+});
