@@ -20,10 +20,15 @@ export function checkOwner(uid: number, name: string, owner: number): void {
  * (src/runtime/supervisor.ts).
  */
 export function admitUid(root: string, name: string, uid: number): void {
-  const dir = `${root}/agent/${resolveAgent(root, name)}.d`;
-  const owner = readControl<number>(dir, "owner", AGENT_CONTROLS.owner);
+  const owner = ownerOf(root, name);
   if (owner === undefined) {
     throw new CtxError("EACCES", `agent ${name} has no owner control: authority fails closed`);
   }
   checkOwner(uid, name, owner);
+}
+
+/** Agent `name`'s `owner` control, or undefined when it has none. */
+export function ownerOf(root: string, name: string): number | undefined {
+  const dir = `${root}/agent/${resolveAgent(root, name)}.d`;
+  return readControl<number>(dir, "owner", AGENT_CONTROLS.owner);
 }

@@ -83,7 +83,7 @@ async function answer(
         );
       }
       mayControl(root, agent, uid);
-      const r = await sup.start(agent);
+      const r = await sup.start(agent, uid);
       // The session's terminal, in the requester's own cwd (opened at accept, never from the frame).
       let terminal = null, already = r.already;
       if (v.terminal !== false) {

@@ -6,7 +6,7 @@ import { readRegularText } from "../store/regular.ts";
 import { acceptWaiting, answerClose, closeFd, listenUnix, refuseWaiting } from "../sys/listen.ts";
 import { peerCred } from "../sys/sock.ts";
 import { Activator } from "./activator.ts";
-import { admitUid } from "./admit.ts";
+import { admitUid, ownerOf } from "./admit.ts";
 import { groupsDir, reapGroups } from "./groups.ts";
 import { dropArgv } from "./caps.ts";
 import { Presence } from "./presence.ts";
@@ -41,6 +41,11 @@ export const START_SECONDS = 30;
  */
 export const ADMIT_BATCH = 32;
 const ECONNABORTED = 103;
+/**
+ * Live or starting instances (each a root process) of the agents one uid owns that the uid may
+ * start (by connecting, or `start` on host.sock): one more is refused EAGAIN. Root starts any.
+ */
+export const MAX_INSTANCES_PER_UID = 16;
 
 /** Options for {@link startSupervisor}. */
 export interface SupervisorOptions {
@@ -102,6 +107,8 @@ interface Slot {
   path: string;
   live?: Live;
   starting?: Promise<Live>;
+  /** The agent's owner as read at its instance's start (counted on its uid's cap). */
+  owner?: number;
 }
 
 /** The running supervisor. */
@@ -110,8 +117,11 @@ export interface Supervisor {
   serve(name: string): Promise<string>;
   /** The definition is gone: its instance is stopped, its socket closed and removed. */
   unserve(name: string): Promise<void>;
-  /** Starts `name`'s instance unless one lives (`already`); resolves once it serves. */
-  start(name: string): Promise<{ receipt: InstanceReceipt; already: boolean }>;
+  /**
+   * Starts `name`'s instance unless one lives (`already`); resolves once it serves. For `uid`
+   * other than 0: EAGAIN when it would pass {@link MAX_INSTANCES_PER_UID}.
+   */
+  start(name: string, uid?: number): Promise<{ receipt: InstanceReceipt; already: boolean }>;
   /**
    * Starts the session's supervised terminal unless one lives (`already`); resolves once it
    * listens. ENOTSUP without a ctxterm command.
@@ -286,7 +296,12 @@ class Host implements Supervisor {
     }
   }
 
-  async start(name: string): Promise<{ receipt: InstanceReceipt; already: boolean }> {
+  async start(
+    name: string,
+    uid?: number,
+  ): Promise<{ receipt: InstanceReceipt; already: boolean }> {
+    const slot = this.#slots.get(name);
+    if (uid !== undefined && slot && !slot.live) this.#capped(uid);
     const { live, already } = await this.#start(name);
     if (!(await live.ready) || !live.receipt) {
       if (live.timedOut) {
@@ -383,7 +398,9 @@ class Host implements Supervisor {
         return this.#launch(name);
       }
       try {
-        admitUid(this.#o.root, name, peerCred(c).uid);
+        const uid = peerCred(c).uid;
+        admitUid(this.#o.root, name, uid);
+        this.#capped(uid);
       } catch (e) {
         const err = toCtxError(e);
         answerClose(c, new TextEncoder().encode(encodeFrame(errorOf(err.errno, err.message))));
@@ -419,6 +436,11 @@ class Host implements Supervisor {
       return { live: await slot.starting!, already: true };
     }
     this.#activator.disarm(name);
+    try {
+      slot.owner = ownerOf(this.#o.root, name);
+    } catch {
+      slot.owner = undefined; // unreadable: the instance refuses every peer but root anyway
+    }
     let live: Live;
     try {
       live = spawnInstance(slot, this.#ctx, (l) => this.#exited(slot, l), conn);
@@ -447,6 +469,18 @@ class Host implements Supervisor {
       slot.starting = undefined;
     }
     return { live, already: false };
+  }
+
+  /** EAGAIN when `uid` (not root) already has {@link MAX_INSTANCES_PER_UID} instances. */
+  #capped(uid: number): void {
+    if (uid === 0) return;
+    let n = 0;
+    for (const s of this.#slots.values()) if (s.live && s.owner === uid) n++;
+    if (n < MAX_INSTANCES_PER_UID) return;
+    throw new CtxError(
+      "EAGAIN",
+      `uid ${uid} already has ${n} agent instances running (at most ${MAX_INSTANCES_PER_UID}); try again once one exits`,
+    );
   }
 
   /** `live`'s exit is recorded: its slot is free, and a socket still served is armed again. */

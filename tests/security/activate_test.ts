@@ -1,5 +1,6 @@
 /** Issue 24 item 13: a connection to an idle agent's socket by a uid its instance would refuse starts no instance (the host accepts it, applies the owner rule, answers EACCES and closes); the owner's connection after it starts the instance and is served. */
-import { assert, assertEquals, assertMatch } from "../assert.ts";
+import { assert, assertEquals, assertMatch, assertStringIncludes } from "../assert.ts";
+import { MAX_INSTANCES_PER_UID } from "../../src/runtime/supervisor.ts";
 import { createAgent } from "../../src/store/agent_new.ts";
 import { DENO, Raw, run, type Target, type Tree, until, withTarget } from "../fixture/mod.ts";
 
@@ -113,4 +114,77 @@ Deno.test("an admitted connection that never speaks starts the instance without 
     }
     await t.bystander();
   }, { setup });
+});
+
+/**
+ * Connects as `uid` to each of `agents`' sockets in turn, one frame each, and returns the first
+ * frame of each answer: a deno script of its own in the tree (the client's cwd is the tree dir).
+ */
+async function firstFrames(
+  t: Target,
+  uid: number,
+  agents: string[],
+): Promise<Record<string, unknown>[]> {
+  const script = `${t.tree.dir}/first.ts`;
+  Deno.writeTextFileSync(
+    script,
+    `for (const path of Deno.args) {
+  const c = await Deno.connect({ transport: "unix", path });
+  await c.write(new TextEncoder().encode(JSON.stringify({ op: "resume", session: "none" }) + "\\n")).catch(() => {});
+  let text = "";
+  const buf = new Uint8Array(65536);
+  while (!text.includes("\\n")) {
+    const n = await c.read(buf).catch(() => null);
+    if (n === null) break;
+    text += new TextDecoder().decode(buf.subarray(0, n));
+  }
+  c.close();
+  console.log(text.split("\\n")[0] || "{}");
+}
+`,
+  );
+  Deno.chmodSync(script, 0o644);
+  const dir = `${t.tree.dir}/deno-${uid}`;
+  const r = await run(
+    [
+      DENO,
+      "run",
+      "-A",
+      "--no-config",
+      script,
+      ...agents.map((a) => `${t.tree.run}/agent/${a}.sock`),
+    ],
+    { uid, env: uid === 0 ? {} : { DENO_DIR: dir, HOME: dir }, ms: 300_000 },
+  );
+  assertEquals(r.code, 0, `client as ${uid}: ${r.stdout} ${r.stderr}`);
+  return r.stdout.trim().split("\n").map((l) => JSON.parse(l));
+}
+
+Deno.test("a uid's agent instances are bounded (MAX_INSTANCES_PER_UID): one more, by a connection or a host.sock start, is refused EAGAIN and starts nothing; root still starts it; the mount answers", async () => {
+  const N = MAX_INSTANCES_PER_UID;
+  const names = [...Array(N + 1).keys()].map((i) => `a${i}`);
+  await withTarget(async (t) => {
+    const mine = names.slice(0, N), over = names[N];
+    const [first] = await Promise.all([firstFrames(t, OWNER, mine), t.bystander()]);
+    // Each was served by its instance (a resume of a session that does not exist: ENOENT).
+    for (const f of first) assert(f.code !== "EAGAIN" && f.code !== "EACCES", JSON.stringify(f));
+    assertEquals((await live(t)).sort(), mine.toSorted());
+    const [refused] = await firstFrames(t, OWNER, [over]);
+    assertEquals([refused.type, refused.code], ["error", "EAGAIN"]);
+    const start = await t.ctx(["agent", "start", over, "--json"], { uid: OWNER });
+    assert(start.code !== 0, `the start over the cap succeeded: ${start.stdout}`);
+    assertStringIncludes(start.stdout + start.stderr, "EAGAIN");
+    assertEquals((await live(t)).includes(over), false);
+    await t.bystander();
+    // Root is not bounded: its connection starts the agent's instance.
+    const root = await firstFrames(t, 0, [over]);
+    assert(root[0].code !== "EAGAIN", JSON.stringify(root[0]));
+    assertEquals((await live(t)).includes(over), true);
+    await t.bystander();
+  }, {
+    setup: (tree) => {
+      setup(tree);
+      for (const n of names) createAgent(tree.root, n, { uid: OWNER, gid: OWNER });
+    },
+  });
 });
