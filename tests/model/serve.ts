@@ -1,10 +1,10 @@
 /**
- * The fixture model server as a process of its own (run it in a network namespace of its own for a
- * fixed port): `serve.ts PORT REPLY [HELD]` answers Chat Completions on 127.0.0.1:PORT with the fixture
- * REPLY (tests/fixtures/openai/REPLY.json), holding its stream after the first `HELD` content
- * chunks when `HELD` is given. Prints `ready` once listening. Stdin: whatever comes ends the held
- * stream with the rest of the reply; at its end the requests seen are printed as one JSON line
- * and the server exits.
+ * The fixture model server as a process of its own (run it in a network namespace of its own for
+ * a fixed port): `serve.ts PORT REPLY [HELD]` answers Chat Completions on 127.0.0.1:PORT with the
+ * fixture REPLY (tests/fixtures/openai/REPLY.json), holding its stream after the first `HELD`
+ * content chunks when `HELD` is given. Prints `ready` once listening. Stdin: whatever comes ends
+ * the held stream with the rest of the reply; at its end the requests seen are printed as one JSON
+ * line and the server exits.
  */
 import { fixture, OpenAIServer } from "./openai_server.ts";
 
