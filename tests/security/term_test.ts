@@ -5,6 +5,7 @@ import { createAgent } from "../../src/store/agent_new.ts";
 import { tshBundle } from "../../src/tool/bundle.ts";
 import {
   asUid,
+  BOUND_MS,
   CTX_ARGV,
   events,
   gone,
@@ -195,17 +196,18 @@ can runtime ls /workspace/xdg/cortexfs/terminal`;
         "runtime: no",
       ], r.stderr);
       await t.bystander();
-      // From outside the user's own client is served, and its typing reaches the shell.
+      // From outside, the user's own client is served.
       const ok = await firstFrame(asUid(["env"], U), socket, `echo outside-ok\r`);
       assertEquals(ok.out[0], "h", `the first frame outside: ${ok.out}${ok.err}`);
       // Its typing reaches the terminal's PTY (echoed into the recording).
       await until(
         () => recordedOutput({ record: dir }).includes("outside-ok"),
         "the user's typing",
+        BOUND_MS,
       );
     } finally {
       Deno.kill(pid, "SIGTERM");
-      await until(() => gone(pid), "the user's ctxterm to exit");
+      await until(() => gone(pid), "the user's ctxterm to exit", BOUND_MS);
     }
     await t.bystander();
   }, {
