@@ -37,6 +37,25 @@ export function userSocket(
   return `${base}/cortexfs/terminal/${p.agent}/${p.session}/main.sock`;
 }
 
+/**
+ * The user runtime dirs (`<base>/cortexfs`) where terminals of `uids` listen or will: each uid's
+ * default `/run/user/<uid>/cortexfs`, and the base of every user runtime socket a terminal of
+ * theirs in the tree recorded (a `$XDG_RUNTIME_DIR` elsewhere: in a home, a workspace). No
+ * sandbox view may show them (prepareView hides them): a tool of the same uid could otherwise
+ * reach another agent's terminal.
+ */
+export function runtimeDirs(root: string, uids: readonly number[]): string[] {
+  const out = new Set<string>();
+  for (const uid of new Set(uids)) {
+    out.add(`/run/user/${uid}/cortexfs`);
+    for (const f of listTerminals(root, uid)) {
+      const m = /^(\/.*)\/cortexfs\/terminal\/[^/]+\/[^/]+\/main\.sock$/.exec(f.meta.socket);
+      if (m && !m[1].split("/").includes("..")) out.add(`${m[1]}/cortexfs`);
+    }
+  }
+  return [...out];
+}
+
 /** A fresh terminal id: `t-<UTC yyyymmddThhmmss>-<4 hex>` (sortable, one path component). */
 export function newTerminalId(now = new Date()): string {
   const stamp = now.toISOString().replace(/[-:]/g, "").replace(/\.\d+Z$/, "");

@@ -8,6 +8,7 @@ import { dupFd, fdPath, gitGuards, openDir } from "../sandbox/workspace.ts";
 import type { AgentDef } from "../store/agent.ts";
 import { ensureAgentHome } from "../store/session.ts";
 import { asUser } from "../sys/fsid.ts";
+import { runtimeDirs } from "../term/locate.ts";
 import { close } from "../sys/libc.ts";
 
 /** Where the view comes from besides the agent's controls. */
@@ -21,7 +22,10 @@ export interface ViewOptions {
    * own) or a host path (tests, in-host callers).
    */
   workspace: string | { fd: number };
-  /** Host paths no sandbox may see (run dir, ...); the storage root holding `root` always is. */
+  /**
+   * Host paths no sandbox may see (run dir, ...); the storage root holding `root` and the user
+   * runtime dirs of terminals (runtimeDirs) always are.
+   */
   hidden?: string[];
   /** The mount projecting `root` (production): a path into it names the tree too. */
   mount?: string;
@@ -114,8 +118,11 @@ export function prepareView(agent: AgentDef, o: ViewOptions): PreparedView {
       ...plan.mounts.map((m) => ({ src: m.src, dst: m.dst, mode: m.mode })),
       ...(plan.root ? [{ src: plan.root, dst: "/", mode: "rw" as const }] : []),
     ];
+    // User-started terminal sockets (of the client and of the agent identity) are hidden too;
+    // their records read as the identity (an instance has no DAC override for 0700 sessions).
+    const runtime = asUser(id, () => runtimeDirs(o.root, [o.uid, agent.uid]));
     const masks = guardView(binds, {
-      hidden: [storageOf(o.root), ...(o.hidden ?? []).map(real)],
+      hidden: [storageOf(o.root), ...[...(o.hidden ?? []), ...runtime].map(real)],
       tree,
     });
     // A writable workspace without a .git gets an empty one, bound read-only like any other: the

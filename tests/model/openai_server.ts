@@ -57,12 +57,13 @@ export class OpenAIServer {
   #server: Deno.HttpServer<Deno.NetAddr>;
   #closed!: () => void;
 
-  constructor(options: { path?: string } = {}) {
+  /** `port`: a fixed one (default any free port), for a server in a network namespace of its own. */
+  constructor(options: { path?: string; port?: number } = {}) {
     this.path = options.path ?? "/v1/chat/completions";
     this.closed = new Promise((r) => (this.#closed = r));
     this.ended = new Promise((r) => (this.#ended = r));
     this.#server = Deno.serve(
-      { hostname: "127.0.0.1", port: 0, onListen() {} },
+      { hostname: "127.0.0.1", port: options.port ?? 0, onListen() {} },
       (req) => this.#answer(req),
     );
   }
@@ -137,6 +138,16 @@ export class OpenAIServer {
       status: r.status,
       headers: { "content-type": "text/event-stream", "cache-control": "no-cache", ...r.headers },
     });
+  }
+
+  /** Ends every held stream (a `hold` reply) with `chunks`, then `data: [DONE]`. */
+  finish(chunks: unknown[]): void {
+    const enc = new TextEncoder();
+    for (const c of this.#held.splice(0)) {
+      for (const chunk of chunks) c.enqueue(enc.encode(`data: ${JSON.stringify(chunk)}\n\n`));
+      c.enqueue(enc.encode("data: [DONE]\n\n"));
+      c.close();
+    }
   }
 
   /** Stops serving. */

@@ -2,17 +2,22 @@
 import { assertEquals } from "../assert.ts";
 import { FRAME, MAX_COLS, MAX_ROWS, parseSize, sizePayload } from "../../src/abi/terminal.ts";
 import { createAgent } from "../../src/store/agent_new.ts";
+import { tshBundle } from "../../src/tool/bundle.ts";
 import {
   asUid,
+  BOUND_MS,
   CTX_ARGV,
   events,
+  gone,
   makeTree,
   openTempDir,
+  PROBES,
   RawClient,
   recordedOutput,
   startTerm,
   stopTerm,
   until,
+  withTarget,
 } from "../fixture/mod.ts";
 
 /**
@@ -160,4 +165,57 @@ Deno.test("item 11: a peer of the owner's uid in another mount namespace is refu
   } finally {
     await stopTerm(t);
   }
+});
+
+Deno.test("item 11: a user-started terminal's socket is out of every sandbox view: another agent's tool of the same uid finds nothing there; the user still attaches", async () => {
+  const U = 1000;
+  await withTarget(async (t) => {
+    // The user's runtime dir in their workspace (a home with XDG_RUNTIME_DIR=~/.run, a cwd of ~).
+    const ws = `${t.tree.dir}/ws`, xdg = `${ws}/xdg`;
+    await tshBundle(); // built by root: the user cannot write the checkout
+    const made = await t.ctx(["terminal", "create", "bob", "--session", "s1"], {
+      uid: U,
+      cwd: ws,
+      env: { XDG_RUNTIME_DIR: xdg },
+    });
+    assertEquals(made.code, 0, `ctx terminal create as ${U}: ${made.stdout} ${made.stderr}`);
+    const [, dir, socket] = made.stdout.trim().split(/\s+/);
+    const pid = JSON.parse(Deno.readTextFileSync(`${dir}/meta.json`)).pid;
+    try {
+      assertEquals(socket, `${xdg}/cortexfs/terminal/bob/s1/main.sock`);
+      const inside = `/workspace/xdg/cortexfs/terminal/bob/s1/main.sock`;
+      const connect = `import socket, sys; socket.socket(socket.AF_UNIX).connect(sys.argv[1])`;
+      const script = `${PROBES}
+can listed test -e ${inside}
+can connect python3 -c '${connect}' ${inside}
+can runtime ls /workspace/xdg/cortexfs/terminal`;
+      const r = await t.ctx(["agent", "tsh", "alice", "--", "bash", script], { uid: U, cwd: ws });
+      assertEquals(r.stdout.split("\n").filter((l) => l !== ""), [
+        "listed: no",
+        "connect: no",
+        "runtime: no",
+      ], r.stderr);
+      await t.bystander();
+      // From outside, the user's own client is served.
+      const ok = await firstFrame(asUid(["env"], U), socket, `echo outside-ok\r`);
+      assertEquals(ok.out[0], "h", `the first frame outside: ${ok.out}${ok.err}`);
+      // Its typing reaches the terminal's PTY (echoed into the recording).
+      await until(
+        () => recordedOutput({ record: dir }).includes("outside-ok"),
+        "the user's typing",
+        BOUND_MS,
+      );
+    } finally {
+      Deno.kill(pid, "SIGTERM");
+      await until(() => gone(pid), "the user's ctxterm to exit", BOUND_MS);
+    }
+    await t.bystander();
+  }, {
+    setup(tree) {
+      for (const a of ["alice", "bob"]) createAgent(tree.root, a, { uid: U, gid: U });
+      Deno.mkdirSync(`${tree.dir}/ws/xdg`, { recursive: true });
+      Deno.chmodSync(`${tree.dir}/ws/xdg`, 0o700);
+      for (const d of ["ws", "ws/xdg"]) Deno.chownSync(`${tree.dir}/${d}`, U, U);
+    },
+  });
 });
