@@ -1,5 +1,6 @@
 /** Agent socket frames: the JSONL requests a client sends and the frames the runtime streams back. */
 import { z } from "zod";
+import { isErrno } from "./errno.ts";
 import { encodeFrame, MAX_FRAME } from "./line.ts";
 import { isName, NAME_TEXT } from "./names.ts";
 
@@ -88,6 +89,20 @@ export const toolResultPart = z.strictObject({
 });
 /** A tool result content part. */
 export type ToolResultPart = z.infer<typeof toolResultPart>;
+
+/**
+ * The `tool_result` frame `tsh --json` prints in its sandbox (spec/tool-policy.md); the daemon
+ * parses it with this, as anything the sandbox writes.
+ */
+export const tshToolResult = z.strictObject({
+  type: z.literal("tool_result"),
+  name: z.string(),
+  status: z.enum(["ok", "error"]),
+  errno: z.string().refine(isErrno, { message: "errno is not an errno name" }).optional(),
+  exitCode: z.number().int(),
+  content: z.string(),
+  truncated: z.boolean(),
+});
 
 /** Final status of a run. */
 export const runStatus = z.enum(["ok", "error", "cancelled"]);

@@ -543,6 +543,14 @@ export const OP = Object.fromEntries(
   Object.entries(TABLE).map(([name, [n]]) => [name, n]),
 ) as { readonly [K in keyof typeof TABLE]: (typeof TABLE)[K][0] };
 
+/** An opcode's name in {@link OP}. */
+export type OpName = keyof typeof TABLE;
+
+/** The decoded fixed input struct of opcode `N` (no fields when it has none). */
+export type ArgOf<N extends OpName> = (typeof TABLE)[N][1] extends { input: Struct<infer T> }
+  ? Record<T, number>
+  : Record<never, number>;
+
 /** Request specs by opcode number: parsing, trailing names, whether a reply is sent, debug names. */
 export const OPCODES: Readonly<Record<number, OpSpec>> = Object.fromEntries(
   Object.entries(TABLE).map(([name, [n, spec]]) => [n, { name, ...spec }]),

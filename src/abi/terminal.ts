@@ -1,5 +1,6 @@
 /** The terminal ABI: resource metadata, events.jsonl records, and the ctxterm socket protocol (mode line + typed frames). */
 import { z } from "zod";
+import { CtxError } from "./errno.ts";
 
 /** Terminal states written to `state` (and its alias `status`). */
 export const TERMINAL_STATES = ["created", "running", "exited", "error"] as const;
@@ -151,6 +152,49 @@ export const FRAME = {
   /** server: JSON {code, message}: refused or dropped, the connection closes next */
   error: 0x65, // e
 } as const;
+
+/** ctxterm's one `--ready` line on stdout, once its socket listens. */
+export const readyLine = z.strictObject({
+  ready: z.literal(true),
+  socket: z.string(),
+  pid: z.number().int().positive(),
+  child: z.number().int().positive(),
+});
+
+/** The `h` frame's JSON: who the connection reached (spec/terminal.md "Socket"). */
+export const helloFrame = z.strictObject({
+  id: z.string().regex(TERMINAL_ID),
+  mode: clientMode,
+  client: z.number().int(),
+  rows: z.number().int(),
+  cols: z.number().int(),
+  pid: z.number().int(),
+  agent: z.string(),
+  session: z.string(),
+});
+/** The `x` frame's JSON: how the program ended. */
+export const exitFrame = z.strictObject({
+  exit_code: z.number().int(),
+  signal: z.number().int().nullable(),
+});
+/** The `e` frame's JSON: why the server refused or dropped the client. */
+export const errorFrame = z.strictObject({ code: z.string(), message: z.string() });
+
+/** The JSON payload of server frame `f` as `schema` has it; EPROTO for anything else. */
+export function frameJson<T>(schema: z.ZodType<T>, f: { type: number; payload: Uint8Array }): T {
+  let v: unknown;
+  try {
+    v = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(f.payload));
+  } catch { /* refused below */ }
+  const r = schema.safeParse(v);
+  if (!r.success) {
+    throw new CtxError(
+      "EPROTO",
+      `the terminal sent a malformed "${String.fromCharCode(f.type)}" frame`,
+    );
+  }
+  return r.data;
+}
 
 /** Encodes one frame. */
 export function encodeFrame(type: number, payload: Uint8Array = new Uint8Array(0)): Uint8Array {

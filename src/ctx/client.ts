@@ -1,10 +1,32 @@
 /** The agent socket client used by `ctx agent chat|send|resume|cancel|tsh`: connect, write, read frames. */
 import { CtxError, isErrno } from "../abi/errno.ts";
+import { serverFrameStrict } from "../abi/frames.ts";
 import { encodeFrame } from "../abi/line.ts";
 import { deadMount, START_HINT } from "./root.ts";
 
 /** A frame as the client sees it (clients switch on `type` and `code`, never on `message`). */
 export type ClientFrame = { type: string; run?: string; code?: string; [k: string]: unknown };
+
+/**
+ * A line from the server as a frame of the socket ABI (src/abi/frames.ts, strict); anything else
+ * (not JSON, an unknown type, a key missing or extra) is an EPROTO error frame in its place.
+ */
+export function frameOf(line: string): ClientFrame {
+  let v: unknown;
+  try {
+    v = JSON.parse(line);
+  } catch {
+    return { type: "error", code: "EPROTO", message: "server sent a non-JSON line" };
+  }
+  const r = serverFrameStrict.safeParse(v);
+  if (r.success) return r.data;
+  const t = (v as { type?: unknown } | null)?.type;
+  return {
+    type: "error",
+    code: "EPROTO",
+    message: `server sent a frame outside the protocol (type ${JSON.stringify(t ?? null)})`,
+  };
+}
 
 /**
  * One connection to `agent/<name>.sock`. It speaks through `Deno.connect` (not node:net, whose
@@ -37,15 +59,7 @@ export class AgentClient {
         while ((i = this.#buf.indexOf("\n")) >= 0) {
           const line = this.#buf.slice(0, i);
           this.#buf = this.#buf.slice(i + 1);
-          try {
-            this.#queue.push(JSON.parse(line));
-          } catch {
-            this.#queue.push({
-              type: "error",
-              code: "EPROTO",
-              message: "server sent a non-JSON line",
-            });
-          }
+          this.#queue.push(frameOf(line));
         }
         this.#wake();
       }

@@ -62,7 +62,7 @@ export class Agents {
    * allowed, -errno when refused, null when `path` is not such a directory. The backing directory
    * stays root's and 0755: only that mode, and owner root, are accepted (EPERM otherwise).
    */
-  setattr(req: Request, path: string, kind: Kind): number | null {
+  setattr(req: Request<"SETATTR">, path: string, kind: Kind): number | null {
     if (kind !== "cdir" || parentOf(path) !== "agent") return null;
     const n = this.of("agent", baseOf(path), ".d");
     if (n === null) return null;

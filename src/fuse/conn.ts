@@ -1,5 +1,6 @@
 /** One FUSE connection: the hybrid read loop over /dev/fuse, request parsing from the opcode table, replies. */
 import {
+  type ArgOf,
   decode,
   encode,
   IN_HEADER,
@@ -10,6 +11,7 @@ import {
   MAX_WRITE,
   OP,
   OPCODES,
+  type OpName,
   OUT_HEADER,
   READ_BUFFER,
 } from "../abi/fuse.ts";
@@ -17,21 +19,28 @@ import { ERRNO } from "../abi/errno.ts";
 import * as libc from "../sys/libc.ts";
 import { POLL, PollFds } from "../sys/poll.ts";
 
-/** One parsed request. */
-export interface Request {
-  opcode: number;
+/** What every request carries, whatever its opcode. */
+interface Head {
   unique: number;
   nodeid: number;
   uid: number;
   gid: number;
   pid: number;
-  /** The opcode's fixed input struct, decoded (empty when it has none). */
-  arg: Record<string, number>;
   /** Trailing NUL-terminated names (LOOKUP: the name; RENAME: old, new; SYMLINK: name, target). */
   names: string[];
   /** WRITE data, BATCH_FORGET entries or raw trailing bytes; a view into the read buffer, valid only synchronously. */
   data: Uint8Array;
 }
+
+/**
+ * One parsed request of opcode `N` (any opcode by default): a union discriminated by `opcode`,
+ * whose `arg` is that opcode's fixed input struct, decoded (no fields when it has none). A type
+ * only: the kernel is the trusted side of /dev/fuse, so nothing is checked at run time beyond
+ * the struct's length.
+ */
+export type Request<N extends OpName = OpName> = {
+  [K in N]: Head & { opcode: (typeof OP)[K]; arg: ArgOf<K> };
+}[N];
 
 /**
  * What a handler answers: a negative number is -errno, 0 or a positive number is the length of the
@@ -41,12 +50,26 @@ export interface Request {
 export type Answer = number | Uint8Array;
 
 /** A request handler; `out` is the reply payload area (1 MiB) it may fill synchronously. */
-export type Handler = (req: Request, out: Uint8Array) => Answer | Promise<Answer>;
+export type Handler<N extends OpName = OpName> = (
+  req: Request<N>,
+  out: Uint8Array,
+) => Answer | Promise<Answer>;
+
+/** Handlers keyed by opcode number, each typed for its opcode's request. */
+export type Handlers = { [K in OpName as (typeof OP)[K]]?: Handler<K> };
+
+/**
+ * The handler `fs` has for `opcode`, taking any request: sound because the connection decodes
+ * `arg` by the same opcode's table row (the one place the per-opcode types meet a number).
+ */
+export function handlerOf(fs: FileSystem, opcode: number): Handler | undefined {
+  return (fs.handlers as Partial<Record<number, Handler>>)[opcode];
+}
 
 /** The file system a connection serves: handlers by opcode number, plus forget. */
 export interface FileSystem {
   /** Handlers keyed by opcode; an opcode without one answers ENOSYS. */
-  handlers: Partial<Record<number, Handler>>;
+  handlers: Handlers;
   /** Called before each request's handler runs (not before FORGET, INIT or INTERRUPT). */
   before?(): void;
   /** FORGET / BATCH_FORGET: drop `nlookup` references to `nodeid` (no reply). */
@@ -253,7 +276,8 @@ export class Conn {
     // u64, nodeid u64, uid, gid, pid u32, total_extlen u16, padding u16.
     const opcode = view.getUint32(4, true);
     const spec = OPCODES[opcode];
-    const req: Request = {
+    // Made a Request by decoding `arg` with this opcode's own table row (below); no other check.
+    const raw: Head & { opcode: number; arg: Record<string, number> } = {
       opcode,
       unique: u64(view, 8),
       nodeid: u64(view, 16),
@@ -264,10 +288,11 @@ export class Conn {
       names: NO_NAMES,
       data: NO_DATA,
     };
+    const req = raw as Request;
     let at = IN_HEADER.size + view.getUint16(36, true) * 8;
     if (spec?.input) {
       if (n < at + spec.input.size) return this.#short(req, nameOf(opcode), n);
-      req.arg = decode(spec.input, view, at);
+      raw.arg = decode(spec.input, view, at);
       at += spec.input.size;
     }
     const count = spec?.names ?? 0;
@@ -279,10 +304,10 @@ export class Conn {
         names[i] = text(this.#buf, at, end);
         at = end + 1;
       }
-      req.names = names;
+      raw.names = names;
     }
     // A view costs an allocation: only requests that carry bytes get one.
-    if (at < n) req.data = this.#buf.subarray(at, n);
+    if (at < n) raw.data = this.#buf.subarray(at, n);
     if (this.#debug) {
       this.#log(
         `rx ${req.unique}: ${nameOf(opcode)} n${req.nodeid} uid=${req.uid} ${
@@ -292,7 +317,7 @@ export class Conn {
         }`,
       );
     }
-    switch (opcode) {
+    switch (req.opcode) {
       case OP.INIT:
         this.#send(req.unique, this.#init(req));
         return false;
@@ -315,7 +340,7 @@ export class Conn {
       case OP.INTERRUPT:
         return false; // handlers run to completion; the reply to the original request still goes out
     }
-    const handler = this.#fs.handlers[opcode];
+    const handler = handlerOf(this.#fs, opcode);
     if (!spec || !handler) {
       this.#send(req.unique, -ERRNO.ENOSYS);
       return false;
@@ -359,7 +384,7 @@ export class Conn {
     this.#log(`fuse: ${name} handler failed, answered EIO: ${e instanceof Error ? e.stack : e}`);
   }
 
-  #init(req: Request): Answer {
+  #init(req: Request<"INIT">): Answer {
     const a = req.arg;
     if (a.major !== KERNEL_VERSION.major || a.minor < 28) {
       this.#log(`fuse: kernel protocol ${a.major}.${a.minor} is older than 7.28`);

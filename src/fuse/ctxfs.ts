@@ -6,7 +6,7 @@ import { fromStat, outView, putAttr, putRawAttr, rawStat } from "./attr.ts";
 import { Agents } from "./agents.ts";
 import type { Backing } from "./backing.ts";
 import { ROOT_NAMES } from "./classify.ts";
-import type { FileSystem, Handler, Request } from "./conn.ts";
+import type { FileSystem, Handlers, Request } from "./conn.ts";
 import { Dirs } from "./dirs.ts";
 import { Files } from "./files.ts";
 import { Namespace } from "./namespace.ts";
@@ -21,7 +21,7 @@ const ROOT = new Set<string>(ROOT_NAMES);
 
 /** The /ctx file system; `handlers` and `forget` plug into a {@link Conn}. */
 export class CtxFs implements FileSystem {
-  readonly handlers: Partial<Record<number, Handler>>;
+  readonly handlers: Handlers;
   #t: Tree;
   #back: Backing;
 
@@ -110,7 +110,7 @@ export class CtxFs implements FileSystem {
   }
 
   /** GETATTR (with a file handle when the kernel has one: unlinked open files still answer). */
-  getattr(req: Request, out: Uint8Array): number {
+  getattr(req: Request<"GETATTR">, out: Uint8Array): number {
     const t = this.#t;
     const h = req.arg.getattr_flags & GETATTR_FH ? t.handles.get(req.arg.fh) : undefined;
     const node = t.nodes.get(req.nodeid);

@@ -24,7 +24,7 @@ export class Dirs {
   }
 
   /** OPENDIR: snapshots the listing (backing entries plus virtual ones) as wire records. */
-  opendir(req: Request, out: Uint8Array): number {
+  opendir(req: Request<"OPENDIR">, out: Uint8Array): number {
     const t = this.#t;
     const path = t.path(req.nodeid);
     if (path === null) return -E.ENOENT;
@@ -83,7 +83,7 @@ export class Dirs {
   }
 
   /** READDIR: whole records from the snapshot; offsets are indexes + 1. */
-  readdir(req: Request, out: Uint8Array): number {
+  readdir(req: Request<"READDIR">, out: Uint8Array): number {
     const h = this.#t.handles.get(req.arg.fh);
     if (h?.t !== "dir") return -E.EBADF;
     return h.list.page(req.arg.offset, Math.min(req.arg.size, out.length), out);
@@ -99,7 +99,7 @@ export class Dirs {
    * and timeouts. Entries the kernel still holds fresh (answered within their timeout, not
    * opened for writing since) are left out too: a warm `ls -l` costs no stat per entry.
    */
-  readdirplus(req: Request, out: Uint8Array): number {
+  readdirplus(req: Request<"READDIRPLUS">, out: Uint8Array): number {
     const t = this.#t;
     const h = t.handles.get(req.arg.fh);
     if (h?.t !== "dir") return -E.EBADF;
@@ -126,7 +126,7 @@ export class Dirs {
    * for the call without following a symlink and without blocking (O_DIRECTORY: anything else
    * fails); virtual directories have nothing to sync.
    */
-  fsyncdir(req: Request): number {
+  fsyncdir(req: Request<"FSYNCDIR">): number {
     const t = this.#t;
     const path = t.path(req.nodeid);
     if (path === null) return -E.ENOENT;
@@ -142,7 +142,7 @@ export class Dirs {
   }
 
   /** RELEASEDIR. */
-  releasedir(req: Request): number {
+  releasedir(req: Request<"RELEASEDIR">): number {
     this.#t.handles.delete(req.arg.fh);
     return 0;
   }

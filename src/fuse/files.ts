@@ -1,5 +1,6 @@
 /** File handles: OPEN/CREATE/READ/WRITE/FLUSH/FSYNC/RELEASE and SETATTR, for backing files, controls, temps and virtual files. */
 import {
+  type ArgOf,
   encode,
   FATTR,
   FOPEN,
@@ -62,8 +63,7 @@ function killPriv(fd: number): number {
 }
 
 /** The `[sec, nsec]` pairs of a SETATTR's atime and mtime (UTIME_NOW / UTIME_OMIT by its valid bits). */
-// deno-lint-ignore no-explicit-any
-function times(a: any): [[number, number], [number, number]] {
+function times(a: ArgOf<"SETATTR">): [[number, number], [number, number]] {
   const v = a.valid;
   const ts = (set: number, now: number, s: number, ns: number): [number, number] =>
     v & now ? [0, UTIME.NOW] : v & set ? [s, ns] : [0, UTIME.OMIT];
@@ -118,7 +118,7 @@ export class Files {
   }
 
   /** OPEN. */
-  open(req: Request, out: Uint8Array): number {
+  open(req: Request<"OPEN">, out: Uint8Array): number {
     const t = this.#t;
     const path = t.path(req.nodeid);
     if (path === null) return -E.ENOENT;
@@ -201,7 +201,7 @@ export class Files {
   }
 
   /** CREATE: new files in home/shared; known controls and temps in control dirs; staged agent entries. */
-  create(req: Request, out: Uint8Array): number {
+  create(req: Request<"CREATE">, out: Uint8Array): number {
     const t = this.#t;
     const parent = t.path(req.nodeid);
     if (parent === null) return -E.ENOENT;
@@ -258,7 +258,7 @@ export class Files {
    * the caller (born theirs), served through a node without a name until LINK gives it one. A
    * control directory answers EOPNOTSUPP (callers fall back to a named temp, kept in memory).
    */
-  tmpfile(req: Request, out: Uint8Array): number {
+  tmpfile(req: Request<"TMPFILE">, out: Uint8Array): number {
     const t = this.#t;
     const dir = t.path(req.nodeid);
     if (dir === null) return -E.ENOENT;
@@ -283,7 +283,7 @@ export class Files {
   }
 
   /** FALLOCATE on a backing file (allocate, keep size, punch a hole, zero a range): what the backing file system answers. */
-  fallocate(req: Request): number {
+  fallocate(req: Request<"FALLOCATE">): number {
     const h = this.#t.handles.get(req.arg.fh);
     if (!h) return -E.EBADF;
     // not ENOSYS: that would turn fallocate off for the whole mount
@@ -293,7 +293,7 @@ export class Files {
   }
 
   /** LSEEK (SEEK_DATA / SEEK_HOLE only): the backing file's answer; in-memory content has no holes. */
-  lseek(req: Request, out: Uint8Array): number {
+  lseek(req: Request<"LSEEK">, out: Uint8Array): number {
     const h = this.#t.handles.get(req.arg.fh);
     if (!h) return -E.EBADF;
     const { offset, whence } = req.arg;
@@ -317,7 +317,7 @@ export class Files {
   }
 
   /** CREATE in a control directory: an in-memory temp (editors, `sed -i`), or a known control. */
-  #createControl(req: Request, out: Uint8Array, path: string): number {
+  #createControl(req: Request<"CREATE">, out: Uint8Array, path: string): number {
     const t = this.#t;
     if (isTempName(req.names[0])) {
       if (req.uid !== 0 && req.uid !== t.o.owner(path)) return -E.EACCES;
@@ -349,7 +349,7 @@ export class Files {
   }
 
   /** READ. */
-  read(req: Request, out: Uint8Array): number {
+  read(req: Request<"READ">, out: Uint8Array): number {
     const h = this.#t.handles.get(req.arg.fh);
     if (!h) return -E.EBADF;
     const { offset, size } = req.arg;
@@ -377,7 +377,7 @@ export class Files {
   }
 
   /** WRITE. */
-  write(req: Request, out: Uint8Array): number {
+  write(req: Request<"WRITE">, out: Uint8Array): number {
     const h = this.#t.handles.get(req.arg.fh);
     if (!h) return -E.EBADF;
     let n: number;
@@ -406,13 +406,13 @@ export class Files {
   }
 
   /** FLUSH (every close): a control handle commits here, and its errno reaches close(2). */
-  flush(req: Request): number {
+  flush(req: Request<"FLUSH">): number {
     const h = this.#t.handles.get(req.arg.fh);
     return h?.t === "control" && h.writer ? h.writer.flush(req.arg.lock_owner) : 0;
   }
 
   /** FSYNC. */
-  fsync(req: Request): number {
+  fsync(req: Request<"FSYNC">): number {
     const h = this.#t.handles.get(req.arg.fh);
     if (h?.t === "fd") return libc.fsync(h.fd, { data: !!(req.arg.fsync_flags & 1) });
     if (h?.t === "control" && h.writer) return h.writer.flush(null);
@@ -420,7 +420,7 @@ export class Files {
   }
 
   /** RELEASE. */
-  release(req: Request): number {
+  release(req: Request<"RELEASE">): number {
     const handles = this.#t.handles;
     const h = handles.get(req.arg.fh);
     handles.delete(req.arg.fh);
@@ -436,7 +436,7 @@ export class Files {
   }
 
   /** SETATTR: chmod, chown, truncate, utimens. */
-  setattr(req: Request, out: Uint8Array): number {
+  setattr(req: Request<"SETATTR">, out: Uint8Array): number {
     const t = this.#t;
     const a = req.arg;
     const v = a.valid;
@@ -526,7 +526,7 @@ export class Files {
    * HANDLE_KILLPRIV_V2 it leaves the clearing to the server). Done as a WRITE's kill is: on an fd
    * of the file (one of its open handles, else opened by name, never following), by the daemon.
    */
-  #killPrivRequest(req: Request, out: Uint8Array, path: string): number {
+  #killPrivRequest(req: Request<"SETATTR">, out: Uint8Array, path: string): number {
     const t = this.#t;
     const open = t.openFd(req.nodeid);
     const fd = open ?? this.#openFile(path, libc.O.RDONLY);
@@ -537,8 +537,7 @@ export class Files {
   }
 
   /** SETATTR on an open file that has no name left: fchmod, fchown, ftruncate, futimens; 0 or -errno. */
-  // deno-lint-ignore no-explicit-any
-  #fsetattr(fd: number, a: any): number {
+  #fsetattr(fd: number, a: ArgOf<"SETATTR">): number {
     const v = a.valid;
     if (v & FATTR.MODE) {
       const r = libc.fchmod(fd, a.mode & 0o7777);
@@ -561,8 +560,7 @@ export class Files {
   }
 
   /** The backing half of SETATTR on a name (chmod, chown, truncate, utimens): 0 or -errno. */
-  // deno-lint-ignore no-explicit-any
-  #setattr(p: At, a: any, h: Handle | undefined, opened: { fd: number }): number {
+  #setattr(p: At, a: ArgOf<"SETATTR">, h: Handle | undefined, opened: { fd: number }): number {
     const t = this.#t;
     const v = a.valid;
     if (v & FATTR.MODE) {

@@ -63,7 +63,7 @@ export class Namespace {
    * CAP_MKNOD in the backing call (EPERM), since giving them a node made by the daemon would take
    * a chown by name. The mount is `nodev`: a device made here never opens through it.
    */
-  mknod(req: Request, out: Uint8Array): number {
+  mknod(req: Request<"MKNOD">, out: Uint8Array): number {
     const t = this.#t;
     const parent = t.path(req.nodeid);
     if (parent === null) return -E.ENOENT;
@@ -79,7 +79,7 @@ export class Namespace {
   }
 
   /** MKDIR. */
-  mkdir(req: Request, out: Uint8Array): number {
+  mkdir(req: Request<"MKDIR">, out: Uint8Array): number {
     const t = this.#t;
     const parent = t.path(req.nodeid);
     if (parent === null) return -E.ENOENT;
@@ -133,7 +133,7 @@ export class Namespace {
   }
 
   /** RENAME / RENAME2: within home/shared; a temp onto a control commits it through validation. */
-  rename(req: Request, flags: number): number | Promise<number> {
+  rename(req: Request<"RENAME" | "RENAME2">, flags: number): number | Promise<number> {
     const t = this.#t;
     const fromDir = t.path(req.nodeid);
     const toDir = t.path(req.arg.newdir);
@@ -188,7 +188,7 @@ export class Namespace {
    * LINK (hard links inside home/shared). A file without a name (O_TMPFILE, or unlinked while
    * open) is linked through its open fd (`linkat` of `/proc/self/fd/<fd>`), as the caller.
    */
-  link(req: Request, out: Uint8Array): number {
+  link(req: Request<"LINK">, out: Uint8Array): number {
     const t = this.#t;
     const from = t.path(req.arg.oldnodeid);
     const parent = t.path(req.nodeid);

@@ -127,7 +127,7 @@ export class Xattrs {
    * never followed); `user.cortexfs.*` everywhere; size 0 asks for its length; ERANGE when it does
    * not fit.
    */
-  getxattr(req: Request, out: Uint8Array): number {
+  getxattr(req: Request<"GETXATTR">, out: Uint8Array): number {
     const name = req.names[0];
     // Only the user namespace exists here. ENOTSUP (not ENODATA) for security.*, system.* and
     // trusted.* lets `ls -l` mark the whole mount as having no SELinux labels and no ACLs after
@@ -169,7 +169,7 @@ export class Xattrs {
    * names are not listed there, so `cp -a`, `rsync -X` and `getfattr -d` see what a local disk
    * holds); elsewhere every `user.cortexfs.*` name (the same set for every node).
    */
-  listxattr(req: Request, out: Uint8Array): number {
+  listxattr(req: Request<"LISTXATTR">, out: Uint8Array): number {
     const plain = this.#plain(req.nodeid);
     if (typeof plain === "number") return plain;
     if (plain !== null) {
@@ -204,7 +204,7 @@ export class Xattrs {
    * (the backing kernel checks write access and ownership rules), the name itself never followed;
    * `user.cortexfs.*` is the projection's (EPERM). Elsewhere nothing can be stored.
    */
-  write(req: Request): number {
+  write(req: Request<"SETXATTR" | "REMOVEXATTR">): number {
     const t = this.#t;
     const path = t.path(req.nodeid);
     if (path === null) return -E.ENOENT;

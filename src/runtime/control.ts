@@ -1,5 +1,6 @@
 /** The host control socket `<run>/host.sock`: `ps`, `status`, `start`, `stop` frames to the supervisor; authority from SO_PEERCRED. */
 import { errorOf } from "../abi/frames.ts";
+import { hostRequest } from "../abi/host.ts";
 import net from "node:net";
 import { AGENT_CONTROLS } from "../abi/controls.ts";
 import { CtxError, toCtxError } from "../abi/errno.ts";
@@ -18,7 +19,6 @@ import type { Supervisor } from "./supervisor.ts";
 const MAX_LINE = 4096;
 /** accept(2): the peer left before its connection was accepted. */
 const ECONNABORTED = 103;
-const NAME = /^[a-zA-Z0-9][a-zA-Z0-9._+-]{0,63}$/;
 
 /** The control socket's path under a run dir. */
 export function hostSocket(run: string): string {
@@ -53,40 +53,33 @@ async function answer(
 ): Promise<unknown> {
   const sup = supervisor();
   if (!sup) throw new CtxError("EAGAIN", "the supervisor is starting; ask again");
-  let v: Record<string, unknown>;
+  let v: unknown;
   try {
     v = JSON.parse(line);
   } catch {
     throw new CtxError("EINVAL", "frame is not one JSON object");
   }
-  if (typeof v !== "object" || v === null || Array.isArray(v)) {
-    throw new CtxError("EINVAL", "frame is not a JSON object");
+  const p = hostRequest.safeParse(v);
+  if (!p.success) {
+    const i = p.error.issues[0];
+    throw new CtxError("EINVAL", `invalid frame: ${i?.path.join(".") || "frame"}: ${i?.message}`);
   }
-  const op = v.op;
-  if (op === "ps") return { type: "ps", instances: sup.ps() };
-  const agent = v.agent;
-  if (typeof agent !== "string" || !NAME.test(agent)) {
-    throw new CtxError("EINVAL", `"agent" must be an agent name, not ${JSON.stringify(agent)}`);
-  }
+  const req = p.data;
+  if (req.op === "ps") return { type: "ps", instances: sup.ps() };
+  const agent = req.agent;
   if (!sup.agents().includes(agent)) {
     throw new CtxError("ENOENT", `agent ${agent} is not served by this host`);
   }
-  switch (op) {
+  switch (req.op) {
     case "status":
       return { type: "status", ...sup.status(agent) };
     case "start": {
-      const session = v.session ?? "default";
-      if (typeof session !== "string" || !NAME.test(session)) {
-        throw new CtxError(
-          "EINVAL",
-          `"session" must be a session name, not ${JSON.stringify(session)}`,
-        );
-      }
+      const session = req.session ?? "default";
       mayControl(root, agent, uid);
       const r = await sup.start(agent, uid);
       // The session's terminal, in the requester's own cwd (opened at accept, never from the frame).
       let terminal = null, already = r.already;
-      if (v.terminal !== false) {
+      if (req.terminal !== false) {
         const workspace = workspaceOf();
         if (!("fd" in workspace)) {
           throw new CtxError("EACCES", `no workspace: ${workspace.message}`);
@@ -108,8 +101,6 @@ async function answer(
         terminals: r.terminals,
       };
     }
-    default:
-      throw new CtxError("EINVAL", `unknown op ${JSON.stringify(op ?? null)}`);
   }
 }
 

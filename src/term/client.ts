@@ -1,6 +1,16 @@
 /** The watch/attach client of a terminal socket on the local tty: raw mode (always restored), detach key, window size, snapshot then live output. */
 import { CtxError, isErrno } from "../abi/errno.ts";
-import { type ClientMode, encodeFrame, FRAME, FrameReader, sizePayload } from "../abi/terminal.ts";
+import {
+  type ClientMode,
+  encodeFrame,
+  errorFrame,
+  exitFrame,
+  FRAME,
+  frameJson,
+  FrameReader,
+  helloFrame,
+  sizePayload,
+} from "../abi/terminal.ts";
 import net from "node:net";
 import { fdOf, type PeerCred, peerCred } from "../sys/sock.ts";
 
@@ -15,7 +25,6 @@ export const RESTORE = "\x1b[?1049l\x1b[0m\x1b[?25h\x1b[?1l\x1b>\x1b[?2004l" +
 const CLEAR = "\x1b[?1049l\x1b[0m\x1b[H\x1b[2J\x1b[3J";
 
 const enc = new TextEncoder();
-const dec = new TextDecoder();
 
 /** Options for {@link join}. */
 export interface JoinOptions {
@@ -226,7 +235,7 @@ export async function join(o: JoinOptions): Promise<number> {
       if (frames === null) throw new CtxError("EPROTO", "the terminal sent an oversized frame");
       for (const f of frames) {
         if (f.type === FRAME.hello) {
-          const h = JSON.parse(dec.decode(f.payload)) as { id: string; rows: number; cols: number };
+          const h = frameJson(helloFrame, f);
           if (o.id !== undefined && h.id !== o.id) {
             throw new CtxError(
               "ENXIO",
@@ -244,14 +253,14 @@ export async function join(o: JoinOptions): Promise<number> {
           out(f.payload);
         } else if (f.type === FRAME.output) out(f.payload);
         else if (f.type === FRAME.exit) {
-          const x = JSON.parse(dec.decode(f.payload)) as { exit_code: number };
+          const x = frameJson(exitFrame, f);
           result = x.exit_code;
           exited = true;
           out(RESTORE);
           note(`[the terminal's program exited with code ${x.exit_code}]`);
           break loop;
         } else if (f.type === FRAME.error) {
-          const e = JSON.parse(dec.decode(f.payload)) as { code: string; message: string };
+          const e = frameJson(errorFrame, f);
           const code = isErrno(e.code) ? e.code : "EIO";
           throw new CtxError(code, e.message, { path: o.socket });
         }

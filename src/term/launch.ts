@@ -6,6 +6,7 @@
  * receipt), from the same {@link terminalArgv}.
  */
 import { CtxError } from "../abi/errno.ts";
+import { readyLine } from "../abi/terminal.ts";
 import { loadAgent } from "../store/agent.ts";
 import { openSession, sessionRef } from "../store/session.ts";
 import { resolvePaths } from "../store/paths.ts";
@@ -123,8 +124,8 @@ export function terminalArgv(a: TerminalArgs): string[] {
 /** Parses ctxterm's one ready line (`--ready`); null for anything else. */
 export function readyOf(line: string): { pid: number; socket: string; child: number } | null {
   try {
-    const r = JSON.parse(line) as { ready?: boolean; pid: number; socket: string; child: number };
-    return r.ready ? { pid: r.pid, socket: r.socket, child: r.child } : null;
+    const r = readyLine.safeParse(JSON.parse(line));
+    return r.success ? { pid: r.data.pid, socket: r.data.socket, child: r.data.child } : null;
   } catch {
     return null;
   }

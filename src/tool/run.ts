@@ -1,6 +1,7 @@
 /** runTsh: one tsh operation for an agent, run as tsh inside a fresh bubblewrap sandbox. */
 import { isTshBuiltin } from "../abi/builtin.ts";
 import { CtxError, toCtxError } from "../abi/errno.ts";
+import { tshToolResult } from "../abi/frames.ts";
 import { effectiveRlimits } from "../abi/rlimit.ts";
 import { authorize } from "./authorize.ts";
 import type { Letter } from "../policy/perm.ts";
@@ -15,6 +16,20 @@ import { toolCache } from "./config.ts";
 import { DEFAULT_TIMEOUT_MS } from "./exec.ts";
 import { failed, type ToolResult } from "./result.ts";
 import { layoutOnce, type PreparedView, prepareView } from "./view.ts";
+
+/** tsh's `tool_result` frame as a result; one off its shape is EIO (the sandbox wrote it). */
+export function toolResultOf(frame: unknown): ToolResult {
+  const p = tshToolResult.safeParse(frame);
+  if (!p.success) {
+    const i = p.error.issues[0];
+    throw new CtxError(
+      "EIO",
+      `tsh sent a malformed tool_result: ${i?.path.join(".")}: ${i?.message}`,
+    );
+  }
+  const { type: _, ...r } = p.data;
+  return r;
+}
 
 /** Options for {@link runTsh}. */
 export interface RunOptions {
@@ -204,10 +219,7 @@ export async function runTsh(args: string[], options: RunOptions): Promise<ToolR
     for (const line of text.split("\n")) {
       if (!line.startsWith("{")) continue;
       const f = JSON.parse(line);
-      if (f.type === "tool_result") {
-        const { type: _, ...r } = f;
-        return r as ToolResult;
-      }
+      if (f?.type === "tool_result") return toolResultOf(f);
     }
     const err = new TextDecoder().decode(res.stderr).trim();
     throw new CtxError(

@@ -1,4 +1,4 @@
-/** A small JSON-Schema subset validator for tool input (`.d/schema`): type, properties, required, additionalProperties, enum, bounds, items. */
+/** A small JSON-Schema subset validator for tool input (`.d/schema`): type, properties, required, additionalProperties, enum, bounds, items; other keywords are refused. */
 import { CtxError } from "../abi/errno.ts";
 
 type Schema = Record<string, unknown>;
@@ -14,8 +14,64 @@ function fail(at: string, why: string): never {
   throw new CtxError("EINVAL", `input ${at} ${why}`);
 }
 
-/** Throws CtxError EINVAL naming the first rule `value` breaks; unknown schema keywords are ignored. */
-export function validate(value: unknown, schema: Schema, at = "$"): void {
+/** The keywords this validator enforces, and the JSON type each one's value must have. */
+const ENFORCED: Record<string, string> = {
+  type: "string",
+  properties: "object",
+  required: "array",
+  additionalProperties: "boolean",
+  enum: "array",
+  minimum: "number",
+  maximum: "number",
+  minLength: "number",
+  maxLength: "number",
+  items: "object",
+};
+
+/** Annotations: accepted and ignored, since they constrain nothing (the built-ins' `description`). */
+const ANNOTATIONS = new Set(["description", "title", "$comment", "$schema", "default", "examples"]);
+
+const TYPES = new Set(["object", "array", "string", "number", "integer", "boolean", "null"]);
+
+/**
+ * Throws CtxError EINVAL for a schema this validator cannot enforce as written: a keyword outside
+ * the subset (`pattern`, `anyOf`, a `$ref`...) or one of the wrong shape. Ignoring it would let
+ * through input the schema's author meant to refuse, so the call fails closed.
+ */
+function checkSchema(schema: Schema, at: string): void {
+  const bad = (why: string) => {
+    throw new CtxError("EINVAL", `tool schema ${at} ${why}`);
+  };
+  for (const [k, v] of Object.entries(schema)) {
+    if (ANNOTATIONS.has(k)) continue;
+    if (!Object.hasOwn(ENFORCED, k)) bad(`has the unsupported keyword "${k}"`);
+    if (typeOf(v) !== ENFORCED[k] && !(ENFORCED[k] === "number" && typeOf(v) === "integer")) {
+      bad(`"${k}" is ${typeOf(v)}, expected ${ENFORCED[k]}`);
+    }
+  }
+  if (schema.type !== undefined && !TYPES.has(schema.type as string)) {
+    bad(`"type" ${JSON.stringify(schema.type)} is not a JSON type`);
+  }
+  if ((schema.required as unknown[] | undefined)?.some((k) => typeof k !== "string")) {
+    bad(`"required" holds a non-string`);
+  }
+  for (const [k, v] of Object.entries((schema.properties ?? {}) as Record<string, unknown>)) {
+    if (typeOf(v) !== "object") bad(`property "${k}" is not a schema object`);
+    checkSchema(v as Schema, `${at}.properties.${k}`);
+  }
+  if (schema.items !== undefined) checkSchema(schema.items as Schema, `${at}.items`);
+}
+
+/**
+ * Throws CtxError EINVAL naming the first rule `value` breaks, or the first part of `schema` outside
+ * the subset (unknown keywords are refused; annotations such as `description` are ignored).
+ */
+export function validate(value: unknown, schema: Schema): void {
+  checkSchema(schema, "$");
+  check(value, schema, "$");
+}
+
+function check(value: unknown, schema: Schema, at: string): void {
   const t = schema.type;
   if (typeof t === "string") {
     const actual = typeOf(value);
@@ -42,7 +98,7 @@ export function validate(value: unknown, schema: Schema, at = "$"): void {
     }
   }
   if (Array.isArray(value) && schema.items && typeof schema.items === "object") {
-    value.forEach((v, i) => validate(v, schema.items as Schema, `${at}[${i}]`));
+    value.forEach((v, i) => check(v, schema.items as Schema, `${at}[${i}]`));
   }
   if (typeOf(value) === "object") {
     const obj = value as Record<string, unknown>;
@@ -51,7 +107,7 @@ export function validate(value: unknown, schema: Schema, at = "$"): void {
       if (!Object.hasOwn(obj, k)) fail(at, `is missing the required property "${k}"`);
     }
     for (const [k, v] of Object.entries(obj)) {
-      if (Object.hasOwn(props, k)) validate(v, props[k], `${at}.${k}`);
+      if (Object.hasOwn(props, k)) check(v, props[k], `${at}.${k}`);
       else if (schema.additionalProperties === false) fail(at, `has the unknown property "${k}"`);
     }
   }

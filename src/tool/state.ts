@@ -46,11 +46,35 @@ export function readState(home: string): TshState {
 export function parseState(text: string, path: string): TshState {
   try {
     const s = JSON.parse(text);
-    if (s?.version !== 1 || !Array.isArray(s.loaded)) throw new Error("bad shape");
-    return s;
+    // The agent home is the sandbox's to write, and the host's prompt reads this file: every field
+    // is checked by hand (tsh's sandbox bundle carries no zod), extra keys refused.
+    if (!exact(s, ["version", "clock", "loaded"]) || s.version !== 1 || !count(s.clock)) {
+      throw new Error("bad shape");
+    }
+    if (!Array.isArray(s.loaded)) throw new Error("loaded is not a list");
+    s.loaded.forEach((l: unknown, i: number) => {
+      if (!isLoaded(l)) throw new Error(`loaded[${i}] is not a tool entry`);
+    });
+    return { version: 1, clock: s.clock as number, loaded: s.loaded };
   } catch (e) {
     throw new CtxError("EIO", `tsh state is corrupt: ${(e as Error).message}`, { path });
   }
+}
+
+function exact(v: unknown, keys: string[]): v is Record<string, unknown> {
+  if (typeof v !== "object" || v === null || Array.isArray(v)) return false;
+  const k = Object.keys(v);
+  return k.length === keys.length && keys.every((x) => Object.hasOwn(v, x));
+}
+
+function count(v: unknown): boolean {
+  return Number.isSafeInteger(v) && (v as number) >= 0;
+}
+
+function isLoaded(l: unknown): l is Loaded {
+  return exact(l, ["name", "path", "description", "pinned", "used"]) &&
+    typeof l.name === "string" && typeof l.path === "string" &&
+    typeof l.description === "string" && typeof l.pinned === "boolean" && count(l.used);
 }
 
 /** Writes the state atomically. */

@@ -11,7 +11,7 @@ import {
 } from "../fixture/mod.ts";
 import { ERRNO } from "../../src/abi/errno.ts";
 import { OP } from "../../src/abi/fuse.ts";
-import type { Request } from "../../src/fuse/conn.ts";
+import { handlerOf, type Request } from "../../src/fuse/conn.ts";
 import { CtxFs } from "../../src/fuse/ctxfs.ts";
 import {
   checkCommit,
@@ -134,7 +134,7 @@ function request(
     arg: options.arg ?? {},
     names: options.names ?? [],
     data: new Uint8Array(0),
-  };
+  } as Request; // `arg` as given: the fields this test's handlers read
 }
 
 Deno.test("the daemon's OPEN itself refuses a secret control to anyone but its owner and root (default_permissions not relied on)", async () => {
@@ -156,7 +156,7 @@ Deno.test("the daemon's OPEN itself refuses a secret control to anyone but its o
       creating: (n) => creating(root, n),
     });
     const out = new Uint8Array(1 << 20);
-    const call = (req: Request) => fs.handlers[req.opcode]!(req, out) as number; // every op used here is handled, synchronously
+    const call = (req: Request) => handlerOf(fs, req.opcode)!(req, out) as number; // every op used here is handled, synchronously
     const lookup = (path: string) => {
       let id = 1;
       for (const name of path.split("/")) {

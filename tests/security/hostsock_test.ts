@@ -6,7 +6,7 @@ import { MAX_TERMINALS_PER_UID } from "../../src/runtime/terminals.ts";
 import { createAgent } from "../../src/store/agent_new.ts";
 import { BOUND_MS, type Target, withTarget } from "../fixture/mod.ts";
 
-/** A connection to host.sock that sends `{"op":"ps"}` and collects answer lines. */
+/** A connection to host.sock that sends `frame` (`{"op":"ps"}`) and collects answer lines. */
 interface Held {
   socket: net.Socket;
   lines: Record<string, unknown>[];
@@ -14,7 +14,7 @@ interface Held {
   first: Promise<Record<string, unknown>>;
 }
 
-function ask(path: string): Promise<Held> {
+function ask(path: string, frame: unknown = { op: "ps" }): Promise<Held> {
   return new Promise((resolve, reject) => {
     const socket = net.connect({ path, allowHalfOpen: true });
     socket.once("error", reject);
@@ -44,7 +44,7 @@ function ask(path: string): Promise<Held> {
         });
       });
       h.first.catch(() => {/* awaited by the test, or not wanted */});
-      socket.write(JSON.stringify({ op: "ps" }) + "\n");
+      socket.write(JSON.stringify(frame) + "\n");
       resolve(h);
     });
   });
@@ -176,5 +176,38 @@ Deno.test("host.sock: a uid's terminals are bounded (MAX_TERMINALS_PER_UID): one
       Deno.mkdirSync(`${tree.dir}/ws`, { mode: 0o755 });
       Deno.chownSync(`${tree.dir}/ws`, USER, USER);
     },
+  });
+});
+
+Deno.test("host.sock: a request off its schema (an extra key, a wrong type, not an object) is EINVAL and does nothing; a well-formed one answers", async () => {
+  await withTarget(async (t) => {
+    const path = `${t.tree.run}/host.sock`;
+    const answer = async (frame: unknown) => {
+      const h = await ask(path, frame);
+      try {
+        return await h.first;
+      } finally {
+        h.socket.destroy();
+      }
+    };
+    const bad: unknown[] = [
+      { op: "status", agent: "coder", extra: 1 },
+      { op: "stop", agent: "coder", force: true },
+      { op: "start", agent: "coder", terminal: "no" },
+      { op: "ps", agent: 5 },
+      { op: "restart", agent: "coder" },
+      ["ps"],
+    ];
+    for (const f of bad) {
+      const a = await answer(f);
+      assertEquals([a.type, a.code], ["error", "EINVAL"], JSON.stringify(f));
+      await t.bystander();
+    }
+    assertEquals((await answer({ op: "status", agent: "coder" })).type, "status");
+    // The refused start started nothing.
+    const ps = await answer({ op: "ps" });
+    const live = (ps.instances as { agent: string; terminals?: unknown[] }[])
+      .filter((i) => i.agent === "coder" && (i.terminals?.length ?? 0) > 0);
+    assertEquals(live, []);
   });
 });
