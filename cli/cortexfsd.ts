@@ -9,8 +9,8 @@ import { latestVersion, MIGRATIONS } from "../src/store/migrate.ts";
 import { resolvePaths } from "../src/store/paths.ts";
 import { holdServing } from "../src/store/serving.ts";
 import { launchers, mountedType, prepareMountpoint, startMountThread } from "../src/fuse/mod.ts";
-import permissions from "../packaging/permissions.json" with { type: "json" };
-import { programArgv, self } from "../packaging/self.ts";
+import permissions from "../src/program/permissions.json" with { type: "json" };
+import { programArgv, self } from "../src/program/self.ts";
 
 const install = self(Deno.env.toObject());
 const checkout = new URL("..", import.meta.url).pathname.replace(/\/$/, "");
@@ -48,7 +48,7 @@ function idleSeconds(v: string | undefined): number {
 
 /**
  * The argv that starts `cortexfsd instance` the way this process was started: compiled, from the
- * built single file (its pinned deno on its own bundle) or from a checkout (packaging/self.ts).
+ * built single file (its pinned deno on its own bundle) or from a checkout (src/program/self.ts).
  */
 function instanceCommand(): string[] {
   if (Deno.build.standalone) return [Deno.execPath(), "instance"];
