@@ -128,6 +128,24 @@ async function printList(
   for (const r of rows) console.log(r.map((c, i) => c.padEnd(w[i])).join("  ").trimEnd());
 }
 
+/** `ctx terminal status`: one terminal's metadata, its socket's liveness and its record's length. */
+async function printStatus(root: string, ref: string, json?: boolean): Promise<void> {
+  const f = findTerminal(root, uid(), ref);
+  const { events, torn } = readTerminalEvents(f.dir);
+  const info = {
+    dir: f.dir,
+    ...f.meta,
+    live: await live(f),
+    events: events.length,
+    last_seq: events.at(-1)?.seq ?? 0,
+    torn,
+  };
+  if (json) return console.log(JSON.stringify(info));
+  for (const [k, v] of Object.entries(info)) {
+    console.log(`${k}=${Array.isArray(v) ? v.join(" ") : v}`);
+  }
+}
+
 /** `ctx terminal replay`: a terminal's recorded output on stdout, with its timing. */
 async function replayTerminal(
   root: string,
@@ -190,22 +208,7 @@ export function registerTerminal(program: Command, ctx: AgentContext): void {
     .argument("<terminal>", "terminal id, or its resource directory")
     .option("--json", "print JSON")
     .action((ref: string, o: { json?: boolean }) =>
-      guarded(ref, async () => {
-        const f = findTerminal(ctx.root(), uid(), ref);
-        const { events, torn } = readTerminalEvents(f.dir);
-        const info = {
-          dir: f.dir,
-          ...f.meta,
-          live: await live(f),
-          events: events.length,
-          last_seq: events.at(-1)?.seq ?? 0,
-          torn,
-        };
-        if (o.json) return console.log(JSON.stringify(info));
-        for (const [k, v] of Object.entries(info)) {
-          console.log(`${k}=${Array.isArray(v) ? v.join(" ") : v}`);
-        }
-      })
+      guarded(ref, () => printStatus(ctx.root(), ref, o.json))
     );
   for (const mode of ["watch", "attach"] as const) {
     t.command(mode)
