@@ -91,13 +91,19 @@ async function measure(
   return out;
 }
 
-async function main() {
-  const work = await Deno.makeTempDir({ prefix: "cortexfs-bench-" });
+/** The C reference server and the stat client, built into `<work>/bin`. */
+async function compile(work: string): Promise<string> {
   const bin = `${work}/bin`;
   await Deno.mkdir(bin);
   const cflags = (await run("pkg-config", ["--cflags", "--libs", "fuse3"])).trim().split(/\s+/);
   await run("gcc", ["-O2", "-o", `${bin}/ref`, `${here}/ref.c`, ...cflags]);
   await run("gcc", ["-O2", "-o", `${bin}/client`, `${here}/client.c`]);
+  return bin;
+}
+
+async function main() {
+  const work = await Deno.makeTempDir({ prefix: "cortexfs-bench-" });
+  const bin = await compile(work);
   const client = `${bin}/client`;
 
   let shm = "/dev/shm";
@@ -179,6 +185,11 @@ async function main() {
     await Deno.remove(work, { recursive: true }).catch(() => {});
   }
 
+  report(results);
+}
+
+/** The results as a markdown table, then cortexfsd's ratios to the reference and tmpfs. */
+function report(results: Record<string, Result>) {
   const f = (n: number) => n >= 100 ? Math.round(n).toLocaleString("en") : n.toFixed(2);
   console.log(
     `FUSE benchmark: ${FILES} files, ${MIB} MiB sequential, median of ${rounds} runs${
