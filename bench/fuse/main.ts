@@ -101,6 +101,31 @@ async function compile(work: string): Promise<string> {
   return bin;
 }
 
+/** A cortexfsd of the checkout `tree` serving `storage` at `at`, recorded in `children`, mounted. */
+async function startDaemon(
+  tree: string,
+  at: string,
+  o: { storage: string; runDir: string; ttl: number; children: Deno.ChildProcess[] },
+): Promise<Deno.ChildProcess> {
+  const [oc, oa] = pinned(`${checkout}/tools/deno`, [
+    "run",
+    "-A",
+    `${tree}/cli/cortexfsd.ts`,
+    "--storage",
+    o.storage,
+    "--mount",
+    at,
+    "--run",
+    o.runDir,
+    "--ttl",
+    String(o.ttl),
+  ]);
+  const c = new Deno.Command(oc, { args: oa, stdout: "null", stderr: "null" }).spawn();
+  o.children.push(c);
+  await waitMounted(at, c);
+  return c;
+}
+
 async function main() {
   const work = await Deno.makeTempDir({ prefix: "cortexfs-bench-" });
   const bin = await compile(work);
@@ -134,25 +159,8 @@ async function main() {
       const ref = new Deno.Command(rc, { args: ra, stdout: "null", stderr: "null" }).spawn();
       children.push(ref);
       await waitMounted(refMnt, ref);
-      const daemon = async (tree: string, at: string) => {
-        const [oc, oa] = pinned(`${checkout}/tools/deno`, [
-          "run",
-          "-A",
-          `${tree}/cli/cortexfsd.ts`,
-          "--storage",
-          storage,
-          "--mount",
-          at,
-          "--run",
-          runDir,
-          "--ttl",
-          String(ttl),
-        ]);
-        const c = new Deno.Command(oc, { args: oa, stdout: "null", stderr: "null" }).spawn();
-        children.push(c);
-        await waitMounted(at, c);
-        return c;
-      };
+      const daemon = (tree: string, at: string) =>
+        startDaemon(tree, at, { storage, runDir, ttl, children });
       const ours = await daemon(checkout, mnt);
       const before = base ? await daemon(base, baseMnt) : null;
       const targets = [
