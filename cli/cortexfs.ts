@@ -1,6 +1,6 @@
 /**
  * cortexfs: the multi-call entry. `cortexfs PROGRAM ARGS...` runs one of the programs (`ctx`,
- * `tsh`, `ctxterm`, `cortexfsd`: the keys of packaging/permissions.json that this install has)
+ * `tsh`, `ctxterm`, `cortexfsd`: the keys of src/program/permissions.json that this install has)
  * with its own permission set; `cortexfs install` links them into a bin directory. The built
  * file's header dispatches programs itself (it also answers to the names of its symlinks) and
  * runs this entry only for what is not a program.
@@ -8,8 +8,8 @@
 import { Command, CommanderError } from "commander";
 import { EXIT, exitCode, toCtxError } from "../src/abi/errno.ts";
 import { VERSION } from "../src/abi/version.ts";
-import { install } from "../packaging/install.ts";
-import { programArgv, self } from "../packaging/self.ts";
+import { install } from "../src/program/install.ts";
+import { programArgv, self } from "../src/program/self.ts";
 
 const env = Deno.env.toObject();
 const here = self(env);

@@ -9,8 +9,8 @@ import { latestVersion, MIGRATIONS } from "../src/store/migrate.ts";
 import { resolvePaths } from "../src/store/paths.ts";
 import { holdServing } from "../src/store/serving.ts";
 import { launchers, mountedType, prepareMountpoint, startMountThread } from "../src/fuse/mod.ts";
-import permissions from "../packaging/permissions.json" with { type: "json" };
-import { programArgv, self } from "../packaging/self.ts";
+import permissions from "../src/program/permissions.json" with { type: "json" };
+import { programArgv, self } from "../src/program/self.ts";
 
 const install = self(Deno.env.toObject());
 const checkout = new URL("..", import.meta.url).pathname.replace(/\/$/, "");
@@ -48,7 +48,7 @@ function idleSeconds(v: string | undefined): number {
 
 /**
  * The argv that starts `cortexfsd instance` the way this process was started: compiled, from the
- * built single file (its pinned deno on its own bundle) or from a checkout (packaging/self.ts).
+ * built single file (its pinned deno on its own bundle) or from a checkout (src/program/self.ts).
  */
 function instanceCommand(): string[] {
   if (Deno.build.standalone) return [Deno.execPath(), "instance"];
@@ -76,7 +76,19 @@ function unreachable(
   return null;
 }
 
-async function main(flags: Flags): Promise<number> {
+/** What main serves and how, from the flags and the environment, all checked before anything starts. */
+interface Settings {
+  storage: string;
+  mount: string;
+  run: string;
+  ttl: number;
+  priority: number;
+  idle: number;
+  startIn: number;
+}
+
+/** The flags read and checked: every refusal said before anything is touched. */
+async function settings(flags: Flags): Promise<Settings> {
   // Everything below needs root (mounting for every user, running each agent as its own uid,
   // binding sockets under the run dir): said once here instead of a raw EACCES or EIO later.
   if (Deno.uid() !== 0) {
@@ -97,9 +109,6 @@ async function main(flags: Flags): Promise<number> {
   // Provider keys are read by the instances (which inherit this environment): in dev mode from
   // the checkout's .dev/secrets, where `ctx provider set` puts them for a dev tree.
   if (flags.dev) Deno.env.set("CORTEXFS_SECRETS", paths.secrets);
-  const storage = flags.storage ?? paths.storage;
-  const mount = flags.mount ?? paths.mount;
-  const run = flags.run ?? paths.run;
   const ttl = flags.ttl === undefined ? 1 : Number(flags.ttl);
   const priority = flags.mountPriority === undefined ? 1 : Number(flags.mountPriority);
   if (
@@ -126,6 +135,23 @@ async function main(flags: Flags): Promise<number> {
       `--ttl must be a non-negative number of seconds, not "${flags.ttl}"`,
     );
   }
+  return {
+    storage: flags.storage ?? paths.storage,
+    mount: flags.mount ?? paths.mount,
+    run: flags.run ?? paths.run,
+    ttl,
+    priority,
+    idle,
+    startIn,
+  };
+}
+
+/**
+ * The storage made ready to serve, and its current generation's root: built or upgraded where
+ * this mode may, the mount point and run dir made, the tree's version this binary's.
+ */
+function prepareStorage(flags: Flags, s: Settings): string {
+  const { storage, mount, run } = s;
   // Development mode owns its storage: build or upgrade it here, before anything serves it. Any
   // mode builds a storage that does not exist yet (a first run, as `ctx storage update` would);
   // an existing older tree is upgraded only by dev mode or `ctx storage update` (see below).
@@ -138,26 +164,7 @@ async function main(flags: Flags): Promise<number> {
     if (r.created) console.error(`cortexfsd: tree_version ${r.from} -> ${r.to} in ${storage}`);
   } else if (mountedType(mount) === null) ensureDir(mount, 0o755);
   ensureDir(run, 0o755);
-  if (install.kind === "built" && Deno.uid() === 0) {
-    // Other users reach this install twice: their agents' sandboxes bind the unpacked runtime,
-    // and /ctx/bin's launchers exec the file itself.
-    const lib = unreachable(install.lib, ["deno", "tsh.js"]);
-    if (lib) {
-      console.error(
-        `cortexfsd: warning: ${lib}: the sandboxes of other users' agents bind the runtime from ` +
-          "there and cannot reach it; unset CORTEXFS_CACHE (root's default is /var/cache/cortexfs)",
-      );
-    }
-    const exe = install.exe && unreachable(install.exe.replace(/\/[^/]*$/, "") || "/", [
-      install.exe.replace(/^.*\//, ""),
-    ], { exec: true });
-    if (exe) {
-      console.error(
-        `cortexfsd: warning: ${exe}: /ctx/bin's launchers exec it, so other users cannot; ` +
-          "install it first (`sudo cortexfs install` puts it in /usr/local/bin)",
-      );
-    }
-  }
+  if (install.kind === "built" && Deno.uid() === 0) warnUnreachable(install);
   // The mount keeps the generation current names now for its whole life (rolling upgrades).
   const root = currentGeneration(storage);
   // Serving an older tree would skip what its migrations enforce (e.g. root-owned definitions).
@@ -171,37 +178,50 @@ async function main(flags: Flags): Promise<number> {
       { path: root },
     );
   }
-  // Host provider configuration (limits, base URLs): read once, here, for the process's life;
-  // a bad file is named and ignored, never fatal. Instances inherit CORTEXFS_PROVIDERS.
-  const { hostConfig } = await import("../src/store/providers.ts");
-  const host = hostConfig({ log: (l) => console.error(`cortexfsd: ${l}`) });
-  const used = Object.keys(host.providers).length;
-  if (used) console.error(`cortexfsd: ${used} provider file(s) from ${host.dir}`);
-  const generation = currentName(storage) ?? "";
-  // Held for the process lifetime: `ctx storage update` refuses to migrate, and --prune to remove,
-  // a generation a running daemon serves. The kernel drops the lock however this process ends.
-  const serving = holdServing(storage, generation);
-  // Agents created or removed through the mount get (or lose) their socket at once: the mount
-  // calls back here, no watcher. Until the runtime is up, its own startup scan finds them.
-  // The mount is served by a worker thread that does nothing else: this thread (the runtime)
-  // may block in a synchronous call into /ctx (a client's workspace under /ctx/home) and the
-  // worker still answers it.
-  let runtime: {
+  return root;
+}
+
+/**
+ * Other users reach a built install twice: their agents' sandboxes bind the unpacked runtime, and
+ * /ctx/bin's launchers exec the file itself. Either out of their reach is warned about.
+ */
+function warnUnreachable(built: Extract<typeof install, { kind: "built" }>) {
+  const lib = unreachable(built.lib, ["deno", "tsh.js"]);
+  if (lib) {
+    console.error(
+      `cortexfsd: warning: ${lib}: the sandboxes of other users' agents bind the runtime from ` +
+        "there and cannot reach it; unset CORTEXFS_CACHE (root's default is /var/cache/cortexfs)",
+    );
+  }
+  const exe = built.exe && unreachable(built.exe.replace(/\/[^/]*$/, "") || "/", [
+    built.exe.replace(/^.*\//, ""),
+  ], { exec: true });
+  if (exe) {
+    console.error(
+      `cortexfsd: warning: ${exe}: /ctx/bin's launchers exec it, so other users cannot; ` +
+        "install it first (`sudo cortexfs install` puts it in /usr/local/bin)",
+    );
+  }
+}
+
+/** The host's side of serving: the agent sockets (through a supervisor) and the control socket. */
+interface Host {
+  control: { close(): Promise<void> };
+  runtime: {
     close(): Promise<void>;
     serve(n: string): Promise<string>;
     unserve(n: string): Promise<void>;
-  } | null = null;
-  // This thread is the host: it holds every agent's listening socket and starts one instance
-  // process per agent on demand (socket activation); the instances run the agent work on the
-  // backing generation. Started before the mount (once /ctx appears every agent's socket
-  // answers: a script that waits for the mount and then sends is served; it used to find no
-  // socket for up to 0.8 s), closed before unmount. No per-agent index or recovery happens
-  // here: each instance does its own agent's when it starts.
-  // A live mount there is another daemon, whose sockets and instances the host's start would
-  // take for a killed one's: refused (EBUSY) before anything is touched; a dead one is cleared.
-  if (prepareMountpoint(mount) === "cleared") {
-    console.error(`cortexfsd: cleared a dead mount left at ${mount} by a killed daemon`);
-  }
+  };
+}
+
+/**
+ * Starts the host: it holds every agent's listening socket and starts one instance process per
+ * agent on demand (socket activation); the instances run the agent work on the backing
+ * generation. No per-agent index or recovery happens here: each instance does its own agent's
+ * when it starts.
+ */
+async function startHost(flags: Flags, s: Settings, root: string): Promise<Host> {
+  const { run, mount } = s;
   let control: { close(): Promise<void> } | undefined;
   try {
     const { startSupervisor } = await import("../src/runtime/supervisor.ts");
@@ -225,13 +245,12 @@ async function main(flags: Flags): Promise<number> {
       run,
       mount,
       command: instanceCommand(),
-      idleSeconds: idle,
-      startSeconds: startIn,
+      idleSeconds: s.idle,
+      startSeconds: s.startIn,
       manager,
       // `ctx agent start` also starts the session's terminal: this install's own ctxterm.
       terminal: (await import("../src/term/launch.ts")).ctxtermCommand(Deno.env.toObject()),
     });
-    runtime = sup;
     if (sup.reapedTerminals.stopped.length) {
       console.error(
         `cortexfsd: stopped terminals a killed host left: ${sup.reapedTerminals.stopped.join(" ")}`,
@@ -242,16 +261,47 @@ async function main(flags: Flags): Promise<number> {
         `cortexfsd: stopped instances a killed host left: ${sup.reaped.stopped.join(" ")}`,
       );
     }
+    return { control, runtime: sup };
   } catch (e) {
     await control?.close();
     throw e;
   }
+}
+
+async function main(flags: Flags): Promise<number> {
+  const s = await settings(flags);
+  const { storage, mount, run } = s;
+  const root = prepareStorage(flags, s);
+  // Host provider configuration (limits, base URLs): read once, here, for the process's life;
+  // a bad file is named and ignored, never fatal. Instances inherit CORTEXFS_PROVIDERS.
+  const { hostConfig } = await import("../src/store/providers.ts");
+  const host = hostConfig({ log: (l) => console.error(`cortexfsd: ${l}`) });
+  const used = Object.keys(host.providers).length;
+  if (used) console.error(`cortexfsd: ${used} provider file(s) from ${host.dir}`);
+  const generation = currentName(storage) ?? "";
+  // Held for the process lifetime: `ctx storage update` refuses to migrate, and --prune to remove,
+  // a generation a running daemon serves. The kernel drops the lock however this process ends.
+  const serving = holdServing(storage, generation);
+  // Agents created or removed through the mount get (or lose) their socket at once: the mount
+  // calls back here, no watcher. Until the runtime is up, its own startup scan finds them.
+  // The mount is served by a worker thread that does nothing else: this thread (the runtime)
+  // may block in a synchronous call into /ctx (a client's workspace under /ctx/home) and the
+  // worker still answers it.
+  // This thread is the host (startHost), started before the mount (once /ctx appears every
+  // agent's socket answers: a script that waits for the mount and then sends is served; it used
+  // to find no socket for up to 0.8 s), closed before unmount.
+  // A live mount there is another daemon, whose sockets and instances the host's start would
+  // take for a killed one's: refused (EBUSY) before anything is touched; a dead one is cleared.
+  if (prepareMountpoint(mount) === "cleared") {
+    console.error(`cortexfsd: cleared a dead mount left at ${mount} by a killed daemon`);
+  }
+  const { control, runtime } = await startHost(flags, s, root);
   console.error(`cortexfsd: agent sockets under ${run}/agent`);
   let handle: Awaited<ReturnType<typeof startMountThread>>;
   try {
     handle = await startMountThread({
-      onAgent: (name) => runtime?.serve(name),
-      onAgentGone: (name) => runtime?.unserve(name),
+      onAgent: (name) => runtime.serve(name),
+      onAgentGone: (name) => runtime.unserve(name),
       root,
       storage,
       generation,
@@ -263,27 +313,35 @@ async function main(flags: Flags): Promise<number> {
           built: { exe: install.exe, programs: install.programs },
         })
         : launchers(checkout, permissions),
-      ttl,
+      ttl: s.ttl,
       debug: flags.debug,
       waitMs: flags.loopWait === undefined ? undefined : Number(flags.loopWait),
-      priority,
+      priority: s.priority,
       fusermount: flags.fusermount,
       host,
     });
   } catch (e) {
-    await control?.close();
-    await runtime?.close();
+    await control.close();
+    await runtime.close();
     throw e;
   }
   console.error(`cortexfsd: serving generation ${generation} at ${mount} (${handle.mounted.via})`);
   console.error(`cortexfsd: the mount's serving thread: ${handle.sched}`);
+  return await serveUntilEnd(handle, { control, runtime }, serving);
+}
 
+/** Waits for the mount to end (a signal's stop or an unmount from outside), then closes the host. */
+async function serveUntilEnd(
+  handle: Awaited<ReturnType<typeof startMountThread>>,
+  { control, runtime }: Host,
+  serving: { close(): void },
+): Promise<number> {
   // Close the runtime exactly once, whichever way the mount ends (signal or external unmount).
   let closing: Promise<void> | undefined;
   const closeRuntime = () =>
     closing ??= (async () => {
-      await control?.close();
-      await runtime?.close();
+      await control.close();
+      await runtime.close();
     })();
   let stopping: Promise<void> | null = null;
   const stop = () => {

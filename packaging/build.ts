@@ -36,7 +36,7 @@ export interface BuildOptions {
 export const SINGLE = `${here}/dist/cortexfs-${VERSION}-linux-x86_64`;
 
 /**
- * The programs of the single file: every key of packaging/permissions.json (one line there adds
+ * The programs of the single file: every key of src/program/permissions.json (one line there adds
  * a program) whose entry `cli/<name>.ts` exists, `cortexfs` (the multi-call entry) included.
  */
 export function programs(): Record<string, string[]> {
@@ -57,9 +57,9 @@ export interface BuildResult {
   single?: SingleResult;
 }
 
-/** The per-binary Deno permission flags (packaging/permissions.json). */
+/** The per-binary Deno permission flags (src/program/permissions.json). */
 export function permissionFlags(): Record<string, string[]> {
-  return JSON.parse(Deno.readTextFileSync(`${here}/packaging/permissions.json`));
+  return JSON.parse(Deno.readTextFileSync(`${here}/src/program/permissions.json`));
 }
 
 function exists(path: string): boolean {
@@ -116,7 +116,7 @@ export async function build(options: BuildOptions = {}): Promise<BuildResult> {
       continue;
     }
     const flags = perms[name];
-    if (!flags) throw new Error(`packaging/permissions.json has no entry for ${name}`);
+    if (!flags) throw new Error(`src/program/permissions.json has no entry for ${name}`);
     const target = `${out}/${name}`;
     if (mode === "compile") {
       const compileEnv: Record<string, string> = {};

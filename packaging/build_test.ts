@@ -118,7 +118,7 @@ Deno.test({
         "instance",
         "coder",
       ]);
-      assertEquals(argv.includes("--allow-all"), true); // packaging/permissions.json cortexfsd
+      assertEquals(argv.includes("--allow-all"), true); // src/program/permissions.json cortexfsd
       child.kill("SIGTERM");
       assertEquals((await child.status).code, 0);
       await pump;

@@ -5,7 +5,7 @@
  * that hash, and runs the program named by argv[0] or by its first argument.
  */
 import { tempName } from "../src/abi/names.ts";
-import { BUILT_RUN } from "./self.ts";
+import { BUILT_RUN } from "../src/program/self.ts";
 
 const here = new URL("..", import.meta.url).pathname.replace(/\/$/, "");
 
@@ -22,7 +22,7 @@ export const ALONE = ["tsh"];
 export interface SingleOptions {
   /** The output file. */
   out: string;
-  /** Program name -> its permission flags (packaging/permissions.json), entry `cli/<name>.ts`. */
+  /** Program name -> its permission flags (src/program/permissions.json), entry `cli/<name>.ts`. */
   programs: Record<string, readonly string[]>;
   /** The deno binary to carry and to bundle with; default this one. */
   deno?: string;

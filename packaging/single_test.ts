@@ -1,7 +1,7 @@
 /** The single file's header, with a stand-in deno that prints its argv: dispatch and flags. */
 import { assertEquals } from "../tests/assert.ts";
 import { pack } from "./single.ts";
-import { BUILT_RUN } from "./self.ts";
+import { BUILT_RUN } from "../src/program/self.ts";
 
 /** Packs a payload whose `deno` prints its arguments, for `programs`; returns the file and HOME. */
 async function fake(programs: Record<string, string[]>) {
@@ -36,7 +36,7 @@ async function sh(argv: string[], home: string): Promise<string[]> {
 }
 
 Deno.test("the header runs the program named by argv[0] or the first argument, with that program's flags; any other name is cortexfs", async () => {
-  // A new program is one more entry here (packaging/permissions.json in the build).
+  // A new program is one more entry here (src/program/permissions.json in the build).
   const programs = {
     cortexfs: ["--allow-read"],
     ctx: ["--allow-env", "--allow-net"],
@@ -44,7 +44,7 @@ Deno.test("the header runs the program named by argv[0] or the first argument, w
   };
   const { dir, file, hash, home } = await fake(programs);
   const lib = `${home}/cache/${hash}`;
-  // CORTEXFS_SELF is the path the file was started by (self() resolves it: packaging/self_test.ts).
+  // CORTEXFS_SELF is the path the file was started by (self() resolves it: src/program/self_test.ts).
   const want = (name: string, args: string[], by = file) => [
     ...BUILT_RUN,
     ...programs[name as keyof typeof programs],

@@ -91,13 +91,44 @@ async function measure(
   return out;
 }
 
-async function main() {
-  const work = await Deno.makeTempDir({ prefix: "cortexfs-bench-" });
+/** The C reference server and the stat client, built into `<work>/bin`. */
+async function compile(work: string): Promise<string> {
   const bin = `${work}/bin`;
   await Deno.mkdir(bin);
   const cflags = (await run("pkg-config", ["--cflags", "--libs", "fuse3"])).trim().split(/\s+/);
   await run("gcc", ["-O2", "-o", `${bin}/ref`, `${here}/ref.c`, ...cflags]);
   await run("gcc", ["-O2", "-o", `${bin}/client`, `${here}/client.c`]);
+  return bin;
+}
+
+/** A cortexfsd of the checkout `tree` serving `storage` at `at`, recorded in `children`, mounted. */
+async function startDaemon(
+  tree: string,
+  at: string,
+  o: { storage: string; runDir: string; ttl: number; children: Deno.ChildProcess[] },
+): Promise<Deno.ChildProcess> {
+  const [oc, oa] = pinned(`${checkout}/tools/deno`, [
+    "run",
+    "-A",
+    `${tree}/cli/cortexfsd.ts`,
+    "--storage",
+    o.storage,
+    "--mount",
+    at,
+    "--run",
+    o.runDir,
+    "--ttl",
+    String(o.ttl),
+  ]);
+  const c = new Deno.Command(oc, { args: oa, stdout: "null", stderr: "null" }).spawn();
+  o.children.push(c);
+  await waitMounted(at, c);
+  return c;
+}
+
+async function main() {
+  const work = await Deno.makeTempDir({ prefix: "cortexfs-bench-" });
+  const bin = await compile(work);
   const client = `${bin}/client`;
 
   let shm = "/dev/shm";
@@ -128,25 +159,8 @@ async function main() {
       const ref = new Deno.Command(rc, { args: ra, stdout: "null", stderr: "null" }).spawn();
       children.push(ref);
       await waitMounted(refMnt, ref);
-      const daemon = async (tree: string, at: string) => {
-        const [oc, oa] = pinned(`${checkout}/tools/deno`, [
-          "run",
-          "-A",
-          `${tree}/cli/cortexfsd.ts`,
-          "--storage",
-          storage,
-          "--mount",
-          at,
-          "--run",
-          runDir,
-          "--ttl",
-          String(ttl),
-        ]);
-        const c = new Deno.Command(oc, { args: oa, stdout: "null", stderr: "null" }).spawn();
-        children.push(c);
-        await waitMounted(at, c);
-        return c;
-      };
+      const daemon = (tree: string, at: string) =>
+        startDaemon(tree, at, { storage, runDir, ttl, children });
       const ours = await daemon(checkout, mnt);
       const before = base ? await daemon(base, baseMnt) : null;
       const targets = [
@@ -179,6 +193,11 @@ async function main() {
     await Deno.remove(work, { recursive: true }).catch(() => {});
   }
 
+  report(results);
+}
+
+/** The results as a markdown table, then cortexfsd's ratios to the reference and tmpfs. */
+function report(results: Record<string, Result>) {
   const f = (n: number) => n >= 100 ? Math.round(n).toLocaleString("en") : n.toFixed(2);
   console.log(
     `FUSE benchmark: ${FILES} files, ${MIB} MiB sequential, median of ${rounds} runs${

@@ -12,7 +12,7 @@ import {
   parsePerm,
   parseSession,
 } from "./choice.ts";
-import { checkTable, type Reject } from "./_table.ts";
+import { checkTable, type Reject } from "../../tests/table.ts";
 
 const lineRejects = (word: string): Reject[] => [
   [word, "EINVAL", "must end with a newline"],

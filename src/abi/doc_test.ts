@@ -7,7 +7,7 @@ import {
   parseSystem,
   parseTemplate,
 } from "./doc.ts";
-import { checkTable } from "./_table.ts";
+import { checkTable } from "../../tests/table.ts";
 
 Deno.test("system.md / prompt.template.md: accept/reject table (UTF-8 text, no NUL, <= 64 KiB)", () => {
   for (

@@ -8,7 +8,7 @@ import {
   parseOwner,
   parseUid,
 } from "./identity.ts";
-import { checkTable, type Reject } from "./_table.ts";
+import { checkTable, type Reject } from "../../tests/table.ts";
 
 const idRejects: Reject[] = [
   ["", "EINVAL", "missing value"],

@@ -13,7 +13,7 @@ import {
   parseModelRef,
   routeFor,
 } from "./model.ts";
-import { checkTable } from "./_table.ts";
+import { checkTable } from "../../tests/table.ts";
 import { assertEquals } from "../../tests/assert.ts";
 
 Deno.test("model: accept/reject table (model reference line)", () => {

@@ -1,5 +1,5 @@
 import { formatMount, parseMount } from "./mount.ts";
-import { checkTable } from "./_table.ts";
+import { checkTable } from "../../tests/table.ts";
 
 Deno.test("mount: accept/reject table (source TAB target TAB mode TAB options)", () => {
   checkTable(parseMount, formatMount, {

@@ -1,5 +1,5 @@
 import { formatPolicy, parsePolicy, POLICY_CLASSES, type PolicyRule } from "./policy.ts";
-import { checkTable } from "./_table.ts";
+import { checkTable } from "../../tests/table.ts";
 import { assertEquals } from "../../tests/assert.ts";
 
 const rule = (subject: string, cls: PolicyRule["class"], object: string, permission: string) => ({

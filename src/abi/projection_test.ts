@@ -6,7 +6,7 @@ import {
   parsePid,
   parseStatus,
 } from "./projection.ts";
-import { checkTable } from "./_table.ts";
+import { checkTable } from "../../tests/table.ts";
 
 Deno.test("status: accept/reject table (lifecycle words)", () => {
   checkTable(parseStatus, formatStatus, {

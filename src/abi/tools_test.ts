@@ -6,7 +6,7 @@ import {
   parseToolName,
   parseTools,
 } from "./tools.ts";
-import { checkTable } from "./_table.ts";
+import { checkTable } from "../../tests/table.ts";
 
 Deno.test("tools: accept/reject table (one canonical name per line, no tsh, no repeats)", () => {
   checkTable(parseTools, formatTools, {

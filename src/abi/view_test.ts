@@ -7,7 +7,7 @@ import {
   parseRoot,
   parseToolPath,
 } from "./view.ts";
-import { checkTable } from "./_table.ts";
+import { checkTable } from "../../tests/table.ts";
 
 Deno.test("root/cwd: accept/reject table (one canonical absolute path line)", () => {
   for (const [control, parse] of [["root", parseRoot], ["cwd", parseCwd]] as const) {

@@ -6,7 +6,7 @@ import {
   parseLimit,
   parseWindow,
 } from "./window.ts";
-import { checkTable } from "./_table.ts";
+import { checkTable } from "../../tests/table.ts";
 import { CtxError } from "./errno.ts";
 import { assertEquals, assertThrows } from "../../tests/assert.ts";
 

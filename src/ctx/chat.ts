@@ -82,7 +82,6 @@ export async function chat(root: string, agent: string, o: ChatArgs): Promise<nu
   );
   const client = await AgentClient.connect(root, agent);
   const interactive = Boolean(process.stdin.isTTY);
-  const style = styleFor({ terminal: Boolean(process.stdout.isTTY), env: Deno.env.toObject() });
   const tty = interactive ? ttyInput() : undefined;
   const rl = readline.createInterface({
     input: tty?.input ?? process.stdin,
@@ -91,30 +90,76 @@ export async function chat(root: string, agent: string, o: ChatArgs): Promise<nu
     historySize: 1000,
     prompt: `${agent}> `,
   });
-  let active: string | undefined;
-  let busy = false;
-  // Ctrl+C came while the request waited for its `start` (queued behind another run of the
-  // session): there is no run id to cancel yet, so the cancel is sent the moment `start` arrives.
-  let cancelOnStart = false;
-  let open = true;
-  // Set while an approval question waits for its y/N answer: Ctrl+C there cancels the run.
-  let asking: (() => void) | undefined;
-  const pending: string[] = [];
-  // Writes above the line being typed, then re-draws the prompt with the user's partial input.
-  const show = (text: string) => {
+  const c = new Chat(client, rl, session, o, interactive);
+  const closed = new Promise<void>((resolve) =>
+    rl.on("close", () => {
+      c.open = false;
+      resolve();
+    })
+  );
+  rl.on("line", (line) => {
+    if (line.trim() === "") return rl.prompt();
+    c.pending.push(line);
+    void c.drain();
+  });
+  rl.on("SIGINT", () => c.interrupt());
+  rl.prompt();
+  await closed;
+  tty?.stop();
+  if (c.active) client.send({ op: "cancel", id: c.active });
+  client.close();
+  process.stdout.write("\n");
+  return 0;
+}
+
+/** The chat's state between readline's events: the run in flight, lines typed ahead, a question. */
+class Chat {
+  active: string | undefined;
+  busy = false;
+  /**
+   * Ctrl+C came while the request waited for its `start` (queued behind another run of the
+   * session): there is no run id to cancel yet, so the cancel is sent the moment `start` arrives.
+   */
+  cancelOnStart = false;
+  open = true;
+  /** Set while an approval question waits for its y/N answer: Ctrl+C there cancels the run. */
+  asking: (() => void) | undefined;
+  readonly pending: string[] = [];
+  readonly style = styleFor({
+    terminal: Boolean(process.stdout.isTTY),
+    env: Deno.env.toObject(),
+  });
+
+  constructor(
+    readonly client: AgentClient,
+    readonly rl: readline.Interface,
+    readonly session: string,
+    readonly o: ChatArgs,
+    readonly interactive: boolean,
+  ) {}
+
+  /** Writes above the line being typed, then re-draws the prompt with the user's partial input. */
+  show = (text: string) => {
     readline.clearLine(process.stdout, 0);
     readline.cursorTo(process.stdout, 0);
     process.stdout.write(text.endsWith("\n") ? text : text + "\n");
-    if (open) rl.prompt(true); // a closed readline throws on prompt()
+    if (this.open) this.rl.prompt(true); // a closed readline throws on prompt()
   };
-  const runOne = async (line: string) => {
-    busy = true;
+
+  async drain() {
+    while (!this.busy && this.pending.length) await this.runOne(this.pending.shift()!); // length checked in the loop
+  }
+
+  /** Sends one typed line and shows its run until it ends. */
+  async runOne(line: string) {
+    const { client, o, show } = this;
+    this.busy = true;
     const id = requestId();
     try {
-      sendRequest(client, { op: "send", id, session, scope: "private", input: line });
+      sendRequest(client, { op: "send", id, session: this.session, scope: "private", input: line });
     } catch (e) {
-      busy = false;
-      cancelOnStart = false;
+      this.busy = false;
+      this.cancelOnStart = false;
       return show(`[${toCtxError(e).errno}: ${toCtxError(e).message}]`);
     }
     // Answer text is held until its step ends (a partial line would fight the prompt);
@@ -130,91 +175,78 @@ export async function chat(root: string, agent: string, o: ChatArgs): Promise<nu
         flush();
         show(l);
       },
-    }, { verbose: o.verbose, style });
+    }, { verbose: o.verbose, style: this.style });
     const out = await follow(client, {
       id,
       onStart: (r) => {
-        active = r;
-        if (!cancelOnStart) return;
-        cancelOnStart = false;
+        this.active = r;
+        if (!this.cancelOnStart) return;
+        this.cancelOnStart = false;
         client.send({ op: "cancel", id: r });
       },
       decide: (f) => {
         if (o.approve.includes(String(f.name))) return true;
-        if (!interactive || !open) {
+        if (!this.interactive || !this.open) {
           shown.note(deniedNote(f));
           return false;
         }
         flush();
-        readline.clearLine(process.stdout, 0);
-        readline.cursorTo(process.stdout, 0);
-        return new Promise<boolean | undefined>((resolve) => {
-          const ac = new AbortController();
-          asking = () => {
-            ac.abort();
-            resolve(undefined);
-          };
-          rl.question(approvalPrompt(f), { signal: ac.signal }, (answer) => {
-            asking = undefined;
-            resolve(allows(answer));
-          });
-        });
+        return this.question(approvalPrompt(f));
       },
       onFrame: (f) => {
         if (f.type === "error") shown.note(`[${f.code}: ${f.message}]`);
         else shown.frame(f);
       },
     });
-    active = undefined;
-    busy = false;
-    cancelOnStart = false;
+    this.active = undefined;
+    this.busy = false;
+    this.cancelOnStart = false;
     flush();
     if (out.status === "cancelled") show("[cancelled]");
     else if (out.status === "lost") show("[connection lost]");
-    if (out.status === "lost") rl.close();
-  };
-  const drain = async () => {
-    while (!busy && pending.length) await runOne(pending.shift()!); // length checked in the loop
-  };
-  const closed = new Promise<void>((resolve) =>
-    rl.on("close", () => {
-      open = false;
-      resolve();
-    })
-  );
-  rl.on("line", (line) => {
-    if (line.trim() === "") return rl.prompt();
-    pending.push(line);
-    void drain();
-  });
-  rl.on("SIGINT", () => {
-    if (asking) {
+    if (out.status === "lost") this.rl.close();
+  }
+
+  /** Asks an approval on the prompt's line: the answer, or undefined when Ctrl+C abandons it. */
+  question(prompt: string): Promise<boolean | undefined> {
+    readline.clearLine(process.stdout, 0);
+    readline.cursorTo(process.stdout, 0);
+    return new Promise<boolean | undefined>((resolve) => {
+      const ac = new AbortController();
+      this.asking = () => {
+        ac.abort();
+        resolve(undefined);
+      };
+      this.rl.question(prompt, { signal: ac.signal }, (answer) => {
+        this.asking = undefined;
+        resolve(allows(answer));
+      });
+    });
+  }
+
+  /** Ctrl+C: cancels the run (at an approval prompt too) and drops typed-ahead lines; idle, leaves. */
+  interrupt() {
+    const { client } = this;
+    if (this.asking) {
       // At an approval prompt Ctrl+C cancels the run (the cancel ends the approval too).
-      const abandon = asking;
-      asking = undefined;
-      pending.length = 0;
-      if (active) client.send({ op: "cancel", id: active });
+      const abandon = this.asking;
+      this.asking = undefined;
+      this.pending.length = 0;
+      if (this.active) client.send({ op: "cancel", id: this.active });
       abandon();
-      show("^C");
+      this.show("^C");
       return;
     }
-    if (busy) {
+    if (this.busy) {
       // A run is active (or about to start): cancel it, drop typed-ahead lines, stay in the chat.
-      pending.length = 0;
-      if (active) client.send({ op: "cancel", id: active });
-      else cancelOnStart = true;
-      show("^C");
+      this.pending.length = 0;
+      if (this.active) client.send({ op: "cancel", id: this.active });
+      else this.cancelOnStart = true;
+      this.show("^C");
       return;
     }
-    rl.close(); // idle: Ctrl+C leaves
-  });
-  rl.prompt();
-  await closed;
-  tty?.stop();
-  if (active) client.send({ op: "cancel", id: active });
-  client.close();
-  process.stdout.write("\n");
-  return 0;
+    this.rl.close(); // idle: Ctrl+C leaves
+  }
 }
 
 /** Adds `chat` and `resume` to the `ctx agent` group. */

@@ -49,6 +49,80 @@ async function readLine(signal: AbortSignal): Promise<string | undefined> {
 }
 
 /**
+ * A client connected to `agent`'s socket, and the tree it was found in. Nothing is read before the
+ * connection: the first place the tree would be looked for is tried at once (findTree, which
+ * words every failure, runs only when that connect fails). When nothing answers, the whole agent
+ * is checked first: a bad control is reported as it always was, before the connect's failure.
+ */
+async function connect(
+  where: Where,
+  agent: string,
+): Promise<{ client: AgentClient; root: string }> {
+  const first = where.guess?.();
+  const client = first === undefined ? undefined : await AgentClient.tryConnect(first, agent);
+  const root = client && first !== undefined ? first : where.root();
+  if (client) return { client, root };
+  try {
+    return { client: await AgentClient.connect(root, agent), root };
+  } catch (e) {
+    await checkAgent(root, agent);
+    throw e;
+  }
+}
+
+/** stdout is the answer; a secondary line (stderr) first ends the answer's partial line. */
+class Output {
+  midLine = false;
+  readonly #enc = new TextEncoder();
+
+  out(s: string) {
+    Deno.stdout.writeSync(this.#enc.encode(s));
+  }
+
+  /** Answer text, on stdout. */
+  text = (s: string) => {
+    this.out(s);
+    this.midLine = !s.endsWith("\n");
+  };
+
+  /** Ends the answer's partial line, if there is one. */
+  endLine() {
+    if (this.midLine) this.out("\n");
+    this.midLine = false;
+  }
+
+  /** A secondary line (tool calls, approvals, errors), on stderr. */
+  line = (s: string) => {
+    this.endLine();
+    this.err(s + "\n");
+  };
+
+  err(s: string) {
+    Deno.stderr.writeSync(this.#enc.encode(s));
+  }
+}
+
+/**
+ * Asks `prompt` on the terminal (stderr, answered on stdin): the answer, or undefined when
+ * Ctrl+C came first (`setAsking` gets the function that abandons the question meanwhile).
+ */
+async function ask(
+  sink: Output,
+  prompt: string,
+  setAsking: (abandon: (() => void) | undefined) => void,
+): Promise<string | undefined> {
+  sink.endLine();
+  sink.err(prompt);
+  const ac = new AbortController();
+  setAsking(() => ac.abort());
+  const answer = await readLine(ac.signal).catch(() => "");
+  setAsking(undefined);
+  // Ctrl+C (the terminal echoed ^C) or end of input: end the prompt's line.
+  if (answer === undefined || answer === "") sink.err("\n");
+  return answer;
+}
+
+/**
  * Sends one message and streams the answer to stdout; tool calls, approvals and errors go to
  * stderr, one line each. Returns the exit status.
  */
@@ -58,24 +132,10 @@ export async function send(
   input: string,
   o: SendArgs,
 ): Promise<number> {
-  // Nothing is read before the connection: the first place the tree would be looked for is
-  // tried at once (findTree, which words every failure, runs only when that connect fails), and
-  // without --session the request names no session (`null`: the runtime picks the scope's
-  // index/current, else default). When nothing starts (no daemon, or it refuses the request), the
-  // whole agent is checked first: a bad control is reported as it always was, before anything the
-  // daemon said.
-  const first = where.guess?.();
-  let client = first === undefined ? undefined : await AgentClient.tryConnect(first, agent);
-  const root = client && first !== undefined ? first : where.root();
-  if (!client) {
-    try {
-      client = await AgentClient.connect(root, agent);
-    } catch (e) {
-      await checkAgent(root, agent);
-      throw e;
-    }
-  }
-  const enc = new TextEncoder();
+  // Without --session the request names no session (`null`: the runtime picks the scope's
+  // index/current, else default). When nothing starts (the daemon refuses the request), the
+  // whole agent is checked first: a bad control is reported before anything the daemon said.
+  const { client, root } = await connect(where, agent);
   let active: string | undefined;
   let interrupts = 0;
   // Set while an approval question waits for its y/N answer.
@@ -97,26 +157,13 @@ export async function send(
       ...(o.cwd ? { cwd: o.cwd } : {}),
       input,
     });
-    // stdout is the answer; a secondary line first ends the answer's partial line.
-    let midLine = false;
-    const out = (s: string) => void Deno.stdout.writeSync(enc.encode(s));
-    const sink = {
-      text: (s: string) => {
-        out(s);
-        midLine = !s.endsWith("\n");
-      },
-      line: (s: string) => {
-        if (midLine) out("\n");
-        midLine = false;
-        Deno.stderr.writeSync(enc.encode(s + "\n"));
-      },
-    };
+    const sink = new Output();
     const shown = new Transcript(sink, {
       verbose: o.verbose,
       style: styleFor({ terminal: Deno.stderr.isTerminal(), env: Deno.env.toObject() }),
     });
     const show = (f: ClientFrame) => {
-      if (o.json) return out(JSON.stringify(f) + "\n");
+      if (o.json) return sink.out(JSON.stringify(f) + "\n");
       if (f.type === "error") sink.line(`ctx: ${f.code}: agent/${agent}: ${f.message}`);
       else shown.frame(f);
     };
@@ -132,15 +179,7 @@ export async function send(
           if (!o.json) shown.note(deniedNote(f));
           return false;
         }
-        if (midLine) out("\n");
-        midLine = false;
-        Deno.stderr.writeSync(enc.encode(approvalPrompt(f)));
-        const ac = new AbortController();
-        asking = () => ac.abort();
-        const answer = await readLine(ac.signal).catch(() => "");
-        asking = undefined;
-        // Ctrl+C (the terminal echoed ^C) or end of input: end the prompt's line.
-        if (answer === undefined || answer === "") Deno.stderr.writeSync(enc.encode("\n"));
+        const answer = await ask(sink, approvalPrompt(f), (a) => asking = a);
         return answer === undefined ? undefined : allows(answer);
       },
       onFrame: (f) => {
@@ -154,7 +193,7 @@ export async function send(
     });
     if (!started) await checkAgent(root, agent);
     held.splice(0).forEach(show);
-    if (midLine) out("\n");
+    if (sink.midLine) sink.out("\n");
     if (result.status === "lost" && !o.json) sink.line(lostLine(agent, result.run));
     return outcomeExit(result, exitOf);
   } finally {

@@ -101,6 +101,76 @@ export function register(agent: Command, ctx: AgentContext): void {
   }
 }
 
+/** `ctx terminal list`: your agents' terminals, as a table or JSON lines. */
+async function printList(
+  root: string,
+  agent: string | undefined,
+  o: { session?: string; json?: boolean },
+): Promise<void> {
+  const found = listTerminals(root, uid(), { agent, session: o.session });
+  if (o.json) {
+    for (const f of found) console.log(JSON.stringify({ dir: f.dir, ...f.meta }));
+    return;
+  }
+  const rows = [["ID", "AGENT", "SESSION", "STATE", "LIVE", "CREATED", "EXIT"]];
+  for (const f of found) {
+    rows.push([
+      f.meta.id,
+      f.meta.agent,
+      f.meta.session,
+      f.meta.state,
+      (await live(f)) ? "yes" : "no",
+      when(f.meta.created_at),
+      f.meta.exit_code === undefined ? "-" : String(f.meta.exit_code),
+    ]);
+  }
+  const w = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
+  for (const r of rows) console.log(r.map((c, i) => c.padEnd(w[i])).join("  ").trimEnd());
+}
+
+/** `ctx terminal status`: one terminal's metadata, its socket's liveness and its record's length. */
+async function printStatus(root: string, ref: string, json?: boolean): Promise<void> {
+  const f = findTerminal(root, uid(), ref);
+  const { events, torn } = readTerminalEvents(f.dir);
+  const info = {
+    dir: f.dir,
+    ...f.meta,
+    live: await live(f),
+    events: events.length,
+    last_seq: events.at(-1)?.seq ?? 0,
+    torn,
+  };
+  if (json) return console.log(JSON.stringify(info));
+  for (const [k, v] of Object.entries(info)) {
+    console.log(`${k}=${Array.isArray(v) ? v.join(" ") : v}`);
+  }
+}
+
+/** `ctx terminal replay`: a terminal's recorded output on stdout, with its timing. */
+async function replayTerminal(
+  root: string,
+  ref: string,
+  o: { speed: string; wait: boolean; maxWait: string },
+): Promise<void> {
+  const speed = Number(o.speed), maxWait = Number(o.maxWait);
+  if (!(speed > 0) || !(maxWait >= 0)) {
+    throw new CtxError("EINVAL", "--speed must be > 0 and --max-wait >= 0");
+  }
+  const f = findTerminal(root, uid(), ref);
+  const { events, torn } = readTerminalEvents(f.dir);
+  await replay(events, {
+    speed,
+    maxWait,
+    noWait: !o.wait,
+    write: (b) => {
+      for (let off = 0; off < b.length;) off += Deno.stdout.writeSync(b.subarray(off));
+    },
+  });
+  if (torn) {
+    console.error(`ctx: note: ${f.dir}/events.jsonl ends in a torn record (left out)`);
+  }
+}
+
 /** Adds the `ctx terminal` group to the program. */
 export function registerTerminal(program: Command, ctx: AgentContext): void {
   const t = program.command("terminal").description(TERMINAL_HELP);
@@ -131,49 +201,14 @@ export function registerTerminal(program: Command, ctx: AgentContext): void {
     .option("-s, --session <name>", "only this session")
     .option("--json", "print JSON lines")
     .action((agent: string | undefined, o: { session?: string; json?: boolean }) =>
-      guarded("terminal", async () => {
-        const found = listTerminals(ctx.root(), uid(), { agent, session: o.session });
-        if (o.json) {
-          for (const f of found) console.log(JSON.stringify({ dir: f.dir, ...f.meta }));
-          return;
-        }
-        const rows = [["ID", "AGENT", "SESSION", "STATE", "LIVE", "CREATED", "EXIT"]];
-        for (const f of found) {
-          rows.push([
-            f.meta.id,
-            f.meta.agent,
-            f.meta.session,
-            f.meta.state,
-            (await live(f)) ? "yes" : "no",
-            when(f.meta.created_at),
-            f.meta.exit_code === undefined ? "-" : String(f.meta.exit_code),
-          ]);
-        }
-        const w = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
-        for (const r of rows) console.log(r.map((c, i) => c.padEnd(w[i])).join("  ").trimEnd());
-      })
+      guarded("terminal", () => printList(ctx.root(), agent, o))
     );
   t.command("status")
     .description("print one terminal's metadata and whether its socket is live (read-only)")
     .argument("<terminal>", "terminal id, or its resource directory")
     .option("--json", "print JSON")
     .action((ref: string, o: { json?: boolean }) =>
-      guarded(ref, async () => {
-        const f = findTerminal(ctx.root(), uid(), ref);
-        const { events, torn } = readTerminalEvents(f.dir);
-        const info = {
-          dir: f.dir,
-          ...f.meta,
-          live: await live(f),
-          events: events.length,
-          last_seq: events.at(-1)?.seq ?? 0,
-          torn,
-        };
-        if (o.json) return console.log(JSON.stringify(info));
-        for (const [k, v] of Object.entries(info)) {
-          console.log(`${k}=${Array.isArray(v) ? v.join(" ") : v}`);
-        }
-      })
+      guarded(ref, () => printStatus(ctx.root(), ref, o.json))
     );
   for (const mode of ["watch", "attach"] as const) {
     t.command(mode)
@@ -202,24 +237,6 @@ export function registerTerminal(program: Command, ctx: AgentContext): void {
     .option("--no-wait", "print everything at once")
     .option("--max-wait <seconds>", "longest pause between two chunks", "2")
     .action((ref: string, o: { speed: string; wait: boolean; maxWait: string }) =>
-      guarded(ref, async () => {
-        const speed = Number(o.speed), maxWait = Number(o.maxWait);
-        if (!(speed > 0) || !(maxWait >= 0)) {
-          throw new CtxError("EINVAL", "--speed must be > 0 and --max-wait >= 0");
-        }
-        const f = findTerminal(ctx.root(), uid(), ref);
-        const { events, torn } = readTerminalEvents(f.dir);
-        await replay(events, {
-          speed,
-          maxWait,
-          noWait: !o.wait,
-          write: (b) => {
-            for (let off = 0; off < b.length;) off += Deno.stdout.writeSync(b.subarray(off));
-          },
-        });
-        if (torn) {
-          console.error(`ctx: note: ${f.dir}/events.jsonl ends in a torn record (left out)`);
-        }
-      })
+      guarded(ref, () => replayTerminal(ctx.root(), ref, o))
     );
 }

@@ -269,37 +269,8 @@ export class Tree {
           time: now,
         });
       }
-      case "control": {
-        const text = this.o.projected?.(path) ?? null;
-        if (text !== null) {
-          const size = enc.encode(text).length;
-          return virtualAttr(path, { mode: S.IFREG | 0o444, size, time: now });
-        }
-        const temp = this.temps.get(path);
-        if (temp) {
-          // A temp is one writer's draft of a control, maybe a secret one (`sed -i env`): its
-          // creator's alone, whatever mode it asked for.
-          const mode = S.IFREG | (temp.mode & PRIVATE);
-          return {
-            ...virtualAttr(path, { mode, size: temp.len, time: temp.mtime }),
-            ino: temp.ino,
-            uid: temp.uid,
-            gid: temp.gid,
-          };
-        }
-        const st = this.lstat(path, info);
-        if (typeof st === "number") return st;
-        const a = fromStat(st);
-        if ((a.mode & S.IFMT) === S.IFREG) {
-          a.uid = this.o.owner(path);
-          a.blksize = 65536; // stdio then writes a whole control in one write(2)
-          if (this.o.controlKind(path) !== "control") a.mode &= ~0o222;
-          // The owner's and root's only, even while a backing file is still 0644 (an older tree
-          // before migration 4, a file written behind the mount's back): the kernel checks this.
-          if (this.o.secret(path)) a.mode &= S.IFMT | PRIVATE;
-        } else if ((a.mode & S.IFMT) !== S.IFLNK) a.mode &= ~0o222;
-        return a;
-      }
+      case "control":
+        return this.#controlAttr(path, info);
       case "cdir": {
         const st = this.lstat(path, info);
         if (typeof st === "number") return st;
@@ -307,22 +278,8 @@ export class Tree {
         a.uid = this.o.owner(path + "/x");
         return a;
       }
-      case "ro": {
-        const st = this.lstat(path, info);
-        if (typeof st === "number") return st;
-        const a = fromStat(st);
-        // a model entry's `context_length=` line says the computed limit (bridge.ts)
-        const text = path.startsWith("model/") ? this.o.projected?.(path) ?? null : null;
-        if (text !== null) a.size = enc.encode(text).length;
-        if (path === "agent") a.mode = S.IFDIR | SHARED_DIR; // anyone may start an agent
-        else if ((a.mode & S.IFMT) !== S.IFLNK) a.mode &= ~0o222;
-        // An agent entry is root's in the backing tree; its owner is shown (sticky agent/: the
-        // owner may remove or replace it).
-        if (info.parent === "agent" && (a.mode & S.IFMT) === S.IFREG) {
-          a.uid = this.o.owner(`${path}.d/owner`);
-        }
-        return a;
-      }
+      case "ro":
+        return this.#roAttr(path, info);
       case "rw":
       case "stage": {
         const st = this.lstat(path, info);
@@ -333,6 +290,58 @@ export class Tree {
         return a;
       }
     }
+  }
+
+  /** A control's attributes: its projection's, a temp's (its writer's alone), or the backing file's. */
+  #controlAttr(path: string, info: PathInfo): Attr | number {
+    const now = this.start;
+    const text = this.o.projected?.(path) ?? null;
+    if (text !== null) {
+      const size = enc.encode(text).length;
+      return virtualAttr(path, { mode: S.IFREG | 0o444, size, time: now });
+    }
+    const temp = this.temps.get(path);
+    if (temp) {
+      // A temp is one writer's draft of a control, maybe a secret one (`sed -i env`): its
+      // creator's alone, whatever mode it asked for.
+      const mode = S.IFREG | (temp.mode & PRIVATE);
+      return {
+        ...virtualAttr(path, { mode, size: temp.len, time: temp.mtime }),
+        ino: temp.ino,
+        uid: temp.uid,
+        gid: temp.gid,
+      };
+    }
+    const st = this.lstat(path, info);
+    if (typeof st === "number") return st;
+    const a = fromStat(st);
+    if ((a.mode & S.IFMT) === S.IFREG) {
+      a.uid = this.o.owner(path);
+      a.blksize = 65536; // stdio then writes a whole control in one write(2)
+      if (this.o.controlKind(path) !== "control") a.mode &= ~0o222;
+      // The owner's and root's only, even while a backing file is still 0644 (an older tree
+      // before migration 4, a file written behind the mount's back): the kernel checks this.
+      if (this.o.secret(path)) a.mode &= S.IFMT | PRIVATE;
+    } else if ((a.mode & S.IFMT) !== S.IFLNK) a.mode &= ~0o222;
+    return a;
+  }
+
+  /** A read-only entry's attributes (a definition, a model entry, `agent/`): the backing file's, adjusted. */
+  #roAttr(path: string, info: PathInfo): Attr | number {
+    const st = this.lstat(path, info);
+    if (typeof st === "number") return st;
+    const a = fromStat(st);
+    // a model entry's `context_length=` line says the computed limit (bridge.ts)
+    const text = path.startsWith("model/") ? this.o.projected?.(path) ?? null : null;
+    if (text !== null) a.size = enc.encode(text).length;
+    if (path === "agent") a.mode = S.IFDIR | SHARED_DIR; // anyone may start an agent
+    else if ((a.mode & S.IFMT) !== S.IFLNK) a.mode &= ~0o222;
+    // An agent entry is root's in the backing tree; its owner is shown (sticky agent/: the
+    // owner may remove or replace it).
+    if (info.parent === "agent" && (a.mode & S.IFMT) === S.IFREG) {
+      a.uid = this.o.owner(`${path}.d/owner`);
+    }
+    return a;
   }
 
   /**

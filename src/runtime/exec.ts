@@ -89,6 +89,118 @@ async function* lines(stream: ReadableStream<Uint8Array>): AsyncGenerator<string
   if (buf.trim() !== "") yield buf; // a last frame without its newline still counts
 }
 
+/** A started step: the agent's definition, its view and its sandboxed process. */
+interface Started {
+  def: ReturnType<typeof loadAgent>;
+  view: ReturnType<typeof prepareView>;
+  sandbox: ReturnType<typeof spawnSandbox>;
+}
+
+/**
+ * Starts step `n`'s process. The agent runs in the same view as its tools, as the agent identity:
+ * controls re-read, binds granted by policy, the workspace by fd, private state and history out of
+ * reach, limits set, network only when policy grants it. A refusal starts nothing.
+ */
+function launchStep(x: ExecRun, n: number): Started {
+  const root = Deno.realPathSync(x.root);
+  const def = loadAgent(root, x.agent.name);
+  const view = prepareView(def, {
+    root,
+    uid: def.uid,
+    workspace: x.workspace,
+    hidden: x.hidden,
+    mount: x.mount,
+  });
+  try {
+    const base = agentEnv({
+      agent: def.name,
+      subject: def.subject,
+      uid: def.uid,
+      ctxPath: def.path,
+    });
+    const sandbox = spawnSandbox({
+      ...view.spec,
+      env: { ...base, ...stepEnv(x, n) },
+      command: [`/ctx/agent/${def.name}`],
+    }, { stderr: "piped" });
+    return { def, view, sandbox };
+  } catch (e) {
+    view.close();
+    throw e;
+  }
+}
+
+/** One stdout line as an agent frame, or why it is not one. */
+function parseFrame(line: string): AgentFrame | { invalid: string } {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(line);
+  } catch {
+    return { invalid: "stdout line is not JSON" };
+  }
+  const p = agentFrame.safeParse(raw);
+  if (p.success) return p.data;
+  const t = (raw as { type?: unknown })?.type;
+  return {
+    invalid: typeof t === "string" && !["delta", "message", "tool_call", "error"].includes(t)
+      ? `agents may not emit "${t}" frames`
+      : `malformed ${JSON.stringify(t ?? "")} frame: ${p.error.issues[0]?.message}`,
+  };
+}
+
+/** What a step printed, read frame by frame until its stdout ends or a frame breaks the rules. */
+interface Printed {
+  /** Set when the step broke the envelope's rules (the rest is then ignored). */
+  end?: StepEnd;
+  text: string;
+  messages: string[];
+  error?: { code: string; message: string };
+  call?: ToolCall;
+}
+
+/** Reads the step's frames from `stdout`, passing deltas on as they come. */
+async function readFrames(x: ExecRun, stdout: ReadableStream<Uint8Array>): Promise<Printed> {
+  const { run } = x;
+  const out: Printed = { text: "", messages: [] };
+  for await (const line of lines(stdout)) {
+    if (run.finished) break; // cancelled: record nothing more
+    if (line === "OVERSIZED") {
+      out.end = { kind: "invalid", reason: "a frame exceeds 1 MiB or a step printed over 8 MiB" };
+      break;
+    }
+    if (line.trim() === "") continue;
+    if (out.call) {
+      out.end = { kind: "invalid", reason: "a frame after the yielded tool_call" };
+      break;
+    }
+    const frame = parseFrame(line);
+    if ("invalid" in frame) {
+      out.end = { kind: "invalid", reason: frame.invalid };
+      break;
+    }
+    switch (frame.type) {
+      case "delta":
+        out.text += frame.text;
+        await run.emit({ type: "delta", text: frame.text });
+        break;
+      case "message":
+        out.messages.push(
+          typeof frame.content === "string"
+            ? frame.content
+            : frame.content.map((p) => p.text).join(""),
+        );
+        break;
+      case "error":
+        out.error = { code: frame.code, message: frame.message };
+        break;
+      case "tool_call":
+        out.call = { id: frame.id, name: frame.name, arguments: frame.arguments };
+        break;
+    }
+  }
+  return out;
+}
+
 async function step(x: ExecRun, n: number, obs: Observation | null): Promise<StepEnd> {
   const { run } = x;
   if (run.finished) return { kind: "cancelled" };
@@ -101,35 +213,7 @@ async function step(x: ExecRun, n: number, obs: Observation | null): Promise<Ste
     tool_context: x.toolContext,
     observation: obs,
   });
-  // The agent runs in the same view as its tools, as the agent identity: controls re-read, binds
-  // granted by policy, the workspace by fd, private state and history out of reach, limits set,
-  // network only when policy grants it. A refusal starts nothing.
-  const root = Deno.realPathSync(x.root);
-  const def = loadAgent(root, x.agent.name);
-  const view = prepareView(def, {
-    root,
-    uid: def.uid,
-    workspace: x.workspace,
-    hidden: x.hidden,
-    mount: x.mount,
-  });
-  let sandbox: ReturnType<typeof spawnSandbox>;
-  try {
-    const base = agentEnv({
-      agent: def.name,
-      subject: def.subject,
-      uid: def.uid,
-      ctxPath: def.path,
-    });
-    sandbox = spawnSandbox({
-      ...view.spec,
-      env: { ...base, ...stepEnv(x, n) },
-      command: [`/ctx/agent/${def.name}`],
-    }, { stderr: "piped" });
-  } catch (e) {
-    view.close();
-    throw e;
-  }
+  const { def, view, sandbox } = launchStep(x, n);
   const { child } = sandbox;
   // stderr is drained as it comes (a full pipe would stall the agent) and its tail kept.
   const err = stderrTail(child.stderr);
@@ -149,61 +233,7 @@ async function step(x: ExecRun, n: number, obs: Observation | null): Promise<Ste
     const w = child.stdin.getWriter();
     await w.write(stdin).catch(() => {});
     await w.close().catch(() => {});
-    let end: StepEnd | undefined;
-    let text = "";
-    const messages: string[] = [];
-    let error: { code: string; message: string } | undefined;
-    let call: ToolCall | undefined;
-    for await (const line of lines(child.stdout)) {
-      if (run.finished) break; // cancelled: record nothing more
-      if (line === "OVERSIZED") {
-        end = { kind: "invalid", reason: "a frame exceeds 1 MiB or a step printed over 8 MiB" };
-        break;
-      }
-      if (line.trim() === "") continue;
-      if (call) {
-        end = { kind: "invalid", reason: "a frame after the yielded tool_call" };
-        break;
-      }
-      let frame: AgentFrame;
-      try {
-        const raw = JSON.parse(line);
-        const p = agentFrame.safeParse(raw);
-        if (!p.success) {
-          const t = (raw as { type?: unknown })?.type;
-          end = {
-            kind: "invalid",
-            reason: typeof t === "string" && !["delta", "message", "tool_call", "error"].includes(t)
-              ? `agents may not emit "${t}" frames`
-              : `malformed ${JSON.stringify(t ?? "")} frame: ${p.error.issues[0]?.message}`,
-          };
-          break;
-        }
-        frame = p.data;
-      } catch {
-        end = { kind: "invalid", reason: "stdout line is not JSON" };
-        break;
-      }
-      switch (frame.type) {
-        case "delta":
-          text += frame.text;
-          await run.emit({ type: "delta", text: frame.text });
-          break;
-        case "message":
-          messages.push(
-            typeof frame.content === "string"
-              ? frame.content
-              : frame.content.map((p) => p.text).join(""),
-          );
-          break;
-        case "error":
-          error = { code: frame.code, message: frame.message };
-          break;
-        case "tool_call":
-          call = { id: frame.id, name: frame.name, arguments: frame.arguments };
-          break;
-      }
-    }
+    const { end, text, messages, error, call } = await readFrames(x, child.stdout);
     if (end || run.finished) {
       await stopGroup(child, GRACE_MS, def.uid);
       return run.finished ? { kind: "cancelled" } : end!; // end is set when not cancelled

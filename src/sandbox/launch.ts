@@ -306,6 +306,48 @@ function splitInfo(buf: Uint8Array): { info: { "child-pid": number }; rest: Uint
   return { info, rest: buf.subarray(n) };
 }
 
+/** bwrap started on `spec` with its data files in `dataDir`, the command gated (see {@link launch}). */
+async function spawnGated(
+  spec: SandboxSpec,
+  dataDir: string,
+  layout: HostLayout,
+  dieWithParent: boolean | undefined,
+): Promise<Deno.ChildProcess> {
+  const { argv, data, fds, envFd: env } = launchArgv(spec, { dataDir, layout, dieWithParent });
+  try {
+    for (const [name, text] of Object.entries(data)) {
+      await Deno.writeTextFile(`${dataDir}/${name}`, text, { mode: 0o444 });
+      await Deno.chmod(`${dataDir}/${name}`, 0o444);
+    }
+    const command = new Deno.Command(argv[0], {
+      args: argv.slice(1),
+      clearEnv: true,
+      env: { PATH: "/usr/bin:/bin" },
+      stdin: "piped",
+      stdout: "piped",
+      stderr: "piped",
+    });
+    return inheriting(fds, () => command.spawn());
+  } finally {
+    close(env); // bwrap has its copy
+  }
+}
+
+/**
+ * Kills the sandbox init only: bwrap, its parent, reaps it and then exits, so once child.status
+ * resolves the whole namespace is gone (killing bwrap too would orphan the init for a moment).
+ * Before the receipt there is no init yet: kills bwrap itself.
+ */
+function killSandbox(uid: number, child: Deno.ChildProcess, receipt: Receipt | undefined) {
+  try {
+    // As the sandbox's uid (asSender): the instance holds no CAP_KILL.
+    asSender(uid, () => {
+      if (receipt) Deno.kill(receipt.pid, "SIGKILL");
+      else child.kill("SIGKILL");
+    });
+  } catch { /* already gone */ }
+}
+
 /**
  * Runs `spec.command` in the sandbox. The gate: bwrap reports its init pid on fd 3, the launcher
  * records the pid and its /proc start time (the receipt), and only then writes the one byte on
@@ -321,42 +363,9 @@ export async function launch(
   try {
     // bwrap runs as the agent uid: it must be able to read the synthetic passwd/group.
     await Deno.chmod(dataDir, 0o711);
-    const { argv, data, fds, envFd: env } = launchArgv(spec, {
-      dataDir,
-      layout,
-      dieWithParent: options.dieWithParent,
-    });
-    let child: Deno.ChildProcess;
-    try {
-      for (const [name, text] of Object.entries(data)) {
-        await Deno.writeTextFile(`${dataDir}/${name}`, text, { mode: 0o444 });
-        await Deno.chmod(`${dataDir}/${name}`, 0o444);
-      }
-      const command = new Deno.Command(argv[0], {
-        args: argv.slice(1),
-        clearEnv: true,
-        env: { PATH: "/usr/bin:/bin" },
-        stdin: "piped",
-        stdout: "piped",
-        stderr: "piped",
-      });
-      child = inheriting(fds, () => command.spawn());
-    } finally {
-      close(env); // bwrap has its copy
-    }
+    const child = await spawnGated(spec, dataDir, layout, options.dieWithParent);
     let receipt: Receipt | undefined;
-    // Kill the sandbox init only: bwrap, its parent, reaps it and then exits, so once
-    // child.status resolves the whole namespace is gone (killing bwrap too would orphan the
-    // init for a moment). Before the receipt there is no init yet: kill bwrap itself.
-    const onAbort = () => {
-      try {
-        // As the sandbox's uid (asSender): the instance holds no CAP_KILL.
-        asSender(spec.uid, () => {
-          if (receipt) Deno.kill(receipt.pid, "SIGKILL");
-          else child.kill("SIGKILL");
-        });
-      } catch { /* already gone */ }
-    };
+    const onAbort = () => killSandbox(spec.uid, child, receipt);
     options.signal?.addEventListener("abort", onAbort, { once: true });
     const errP = bounded(child.stderr, limit);
     const writer = child.stdin.getWriter();

@@ -134,71 +134,107 @@ function pathKeys(text: string): { path: string; from: "worktree" | "gitdir" }[]
  * as (asUser), so it sees only what that identity may see.
  */
 export function gitGuards(workspace: number, o: { create?: boolean } = {}): GitGuard[] {
-  const dir = new Dir(`/proc/self/fd/${workspace}`);
-  const out: GitGuard[] = [];
-  // Mount points are known by name, so the walk skips them without a single call on them.
-  const base = fdPath(workspace);
-  const points = new Set(mountPoints() ?? []);
-  const refuse = (why: string): never => {
-    throw new CtxError("EACCES", `workspace "${base}": ${why}; refusing to start the sandbox`);
-  };
+  const search = new GitSearch(workspace, o.create ?? false);
+  try {
+    search.root();
+    search.walk(search.dir.fd, "", 0);
+  } catch (e) {
+    for (const g of search.out) close(g.fd);
+    throw e;
+  } finally {
+    search.dir.close();
+  }
+  return search.out;
+}
+
+/** One {@link gitGuards} search: the workspace's directory, the guards found, the bounds' count. */
+class GitSearch {
+  readonly dir: Dir;
+  readonly out: GitGuard[] = [];
+  readonly base: string;
+  /** Mount points are known by name, so the walk skips them without a single call on them. */
+  readonly points: Set<string>;
+  visited = 0;
+
+  constructor(workspace: number, readonly create: boolean) {
+    this.dir = new Dir(`/proc/self/fd/${workspace}`);
+    this.base = fdPath(workspace);
+    this.points = new Set(mountPoints() ?? []);
+  }
+
+  refuse(why: string): never {
+    throw new CtxError("EACCES", `workspace "${this.base}": ${why}; refusing to start the sandbox`);
+  }
+
+  bound(what: string): never {
+    throw new CtxError(
+      "E2BIG",
+      `workspace "${this.base}" has ${what}: a nested repository could go unprotected, so the sandbox is not started`,
+    );
+  }
+
   /** Binds the host path `real` (inside the workspace) read-only, once. */
-  const guard = (real: string, what: string) => {
-    const rel = real.slice(base.length + 1);
-    if (out.some((g) => under(rel, g.rel))) return;
+  guard(real: string, what: string) {
+    const rel = real.slice(this.base.length + 1);
+    if (this.out.some((g) => under(rel, g.rel))) return;
     const fd = open(enc.encode(real + "\0"), O.PATH | O.NOFOLLOW | O.CLOEXEC);
-    if (fd < 0) refuse(`${what} "${rel}" cannot be opened (${errnoName(-fd)})`);
+    if (fd < 0) this.refuse(`${what} "${rel}" cannot be opened (${errnoName(-fd)})`);
     if (kind(fd) === "other") {
       close(fd);
-      refuse(`${what} "${rel}" is not a file or directory`);
+      this.refuse(`${what} "${rel}" is not a file or directory`);
     }
-    out.push({ fd, rel });
-  };
+    this.out.push({ fd, rel });
+  }
+
   /** A path git reads from `from`: guarded when it lies in the workspace, refused when absent there. */
-  const follow = (p: string, from: string, what: string, dir = false): string | null => {
+  follow(p: string, from: string, what: string, dir = false): string | null {
+    const base = this.base;
     const real = resolve(p, from);
     const lexical = p.startsWith("/") ? p : `${from}/${p}`;
     if (real === null) {
-      if (under(lexical, base)) refuse(`${what} "${p}" would be created inside the workspace`);
+      if (under(lexical, base)) this.refuse(`${what} "${p}" would be created inside the workspace`);
       return null;
     }
     // The workspace itself may be a worktree (`dir`); as hooks or a program it is refused.
     if (real === base) {
-      if (!dir) refuse(`${what} names the workspace itself`);
-    } else if (under(real, base)) guard(real, what);
+      if (!dir) this.refuse(`${what} names the workspace itself`);
+    } else if (under(real, base)) this.guard(real, what);
     return real;
-  };
-  const root = () => {
-    const at = { fd: dir.fd, name: enc.encode(".git\0") };
-    let st = dir.lstat(at);
-    if (st === -2 && o.create) {
-      const r = dir.mkdir(at, 0o755);
+  }
+
+  /** The workspace's own `.git`, the git dirs it names, and the paths their configs name. */
+  root() {
+    const base = this.base;
+    const at = { fd: this.dir.fd, name: enc.encode(".git\0") };
+    let st = this.dir.lstat(at);
+    if (st === -2 && this.create) {
+      const r = this.dir.mkdir(at, 0o755);
       // Not creatable by the identity: the sandbox (the same identity, no capability) cannot either.
       if (r < 0 && r !== -17) return;
-      st = dir.lstat(at);
+      st = this.dir.lstat(at);
     }
     if (st === -2 || st === -13) return; // absent (a read-only workspace) or not the identity's to see
     if (typeof st === "number") fail(st, "workspace .git", `${base}/.git`);
     const t = st.mode & S_IFMT;
     if (t !== S_IFDIR && t !== S_IFREG) {
-      refuse("its .git is a symlink or special file, which the host's git would follow");
+      this.refuse("its .git is a symlink or special file, which the host's git would follow");
     }
-    guard(`${base}/.git`, ".git");
+    this.guard(`${base}/.git`, ".git");
     const gitdirs = [`${base}/.git`];
     if (t === S_IFREG) {
       const line = /^gitdir:\s*(.*?)\s*$/m.exec(small(`${base}/.git`) ?? "");
-      const g = line ? follow(line[1], base, "the gitdir of .git") : null;
+      const g = line ? this.follow(line[1], base, "the gitdir of .git") : null;
       if (g) gitdirs.push(g);
     }
     for (const g of [...gitdirs]) {
       const common = small(`${g}/commondir`)?.trim();
-      const c = common ? follow(common, g, "commondir") : null;
+      const c = common ? this.follow(common, g, "commondir") : null;
       if (c) gitdirs.push(c);
     }
     for (const g of gitdirs) {
       for (const f of ["config", "config.worktree"]) {
         for (const k of pathKeys(small(`${g}/${f}`) ?? "")) {
-          follow(
+          this.follow(
             k.path,
             k.from === "gitdir" ? g : base,
             `"${k.path}" in ${g}/${f}`,
@@ -207,9 +243,11 @@ export function gitGuards(workspace: number, o: { create?: boolean } = {}): GitG
         }
       }
     }
-  };
-  let visited = 0;
-  const walk = (fd: number, rel: string, depth: number) => {
+  }
+
+  /** The nested `.git` entries below the directory `fd` (at `rel`), within the search's bounds. */
+  walk(fd: number, rel: string, depth: number) {
+    const { dir, out, base } = this;
     const names: { name: string; type: number }[] = [];
     dir.scan({ fd, name: enc.encode(".\0") }, (buf, start, end, type) => {
       names.push({ name: dec.decode(buf.subarray(start, end)), type });
@@ -224,40 +262,24 @@ export function gitGuards(workspace: number, o: { create?: boolean } = {}): GitG
         if (kind(g) === "other") close(g);
         else if (out.length >= GIT_SEARCH.found) {
           close(g);
-          bound(`more than ${GIT_SEARCH.found} .git entries`);
+          this.bound(`more than ${GIT_SEARCH.found} .git entries`);
         } else out.push({ fd: g, rel: path });
         continue;
       }
       if (SKIP.has(name) || depth >= GIT_SEARCH.depth) continue;
       if (type !== DT_DIR && type !== DT_UNKNOWN) continue;
-      if (points.has(base === "/" ? `/${path}` : `${base}/${path}`)) continue;
+      if (this.points.has(base === "/" ? `/${path}` : `${base}/${path}`)) continue;
       const sub = dir.open(at, O.RDONLY | O.DIRECTORY | O.NONBLOCK);
       if (sub < 0) continue; // not ours to read
-      if (++visited > GIT_SEARCH.dirs) {
+      if (++this.visited > GIT_SEARCH.dirs) {
         close(sub);
-        bound(`more than ${GIT_SEARCH.dirs} directories to search for .git`);
+        this.bound(`more than ${GIT_SEARCH.dirs} directories to search for .git`);
       }
       try {
-        walk(sub, path, depth + 1);
+        this.walk(sub, path, depth + 1);
       } finally {
         close(sub);
       }
     }
-  };
-  const bound = (what: string): never => {
-    throw new CtxError(
-      "E2BIG",
-      `workspace "${base}" has ${what}: a nested repository could go unprotected, so the sandbox is not started`,
-    );
-  };
-  try {
-    root();
-    walk(dir.fd, "", 0);
-  } catch (e) {
-    for (const g of out) close(g.fd);
-    throw e;
-  } finally {
-    dir.close();
   }
-  return out;
 }

@@ -40,12 +40,8 @@ function exists(path: string): boolean {
   }
 }
 
-/**
- * Creates `agent/<name>` for `options.uid`. Every name and value (and the window/limit invariant)
- * is checked before the first write. The controls go into `agent/<name>.d/` first and the entry
- * `agent/<name>` is renamed into place last, so a crash never leaves an agent that looks complete.
- */
-export function createAgent(root: string, name: string, options: NewAgentOptions): string {
+/** EINVAL for a bad name, EEXIST for an agent there or an interrupted creation of one. */
+function checkNew(root: string, name: string): void {
   const path = `agent/${name}`;
   try {
     checkName(name, { kind: "agent" });
@@ -62,7 +58,15 @@ export function createAgent(root: string, name: string, options: NewAgentOptions
       { path: `${path}.d` },
     );
   }
+}
 
+/** The new agent's control files, each parsed, and the window checked against its model's limit. */
+function newControls(
+  root: string,
+  name: string,
+  options: NewAgentOptions,
+): Record<string, string> {
+  const path = `agent/${name}`;
   // The model must exist (aliases resolved); the policy grants use of the concrete model.
   let model: string, concrete: string;
   try {
@@ -96,20 +100,36 @@ export function createAgent(root: string, name: string, options: NewAgentOptions
   } catch (e) {
     throw new CtxError("EINVAL", (e as Error).message, { path: `${path}.d/window` });
   }
-  let entry: Uint8Array = new TextEncoder().encode(agentEntry(name));
-  if (options.exec !== undefined) {
-    try {
-      const st = Deno.statSync(options.exec);
-      if (!st.isFile) throw new CtxError("EINVAL", "--exec must name a regular file");
-      if (st.size > MAX_PROGRAM_BYTES) {
-        throw new CtxError("EFBIG", `program is ${st.size} bytes (at most ${MAX_PROGRAM_BYTES})`);
-      }
-      entry = Deno.readFileSync(options.exec);
-    } catch (e) {
-      const err = toCtxError(e);
-      throw new CtxError(err.errno, err.message, { path: options.exec, cause: e });
+  return controls;
+}
+
+/** The bytes of the program `exec` names (`--exec`): a regular file, at most MAX_PROGRAM_BYTES. */
+function program(exec: string): Uint8Array {
+  try {
+    const st = Deno.statSync(exec);
+    if (!st.isFile) throw new CtxError("EINVAL", "--exec must name a regular file");
+    if (st.size > MAX_PROGRAM_BYTES) {
+      throw new CtxError("EFBIG", `program is ${st.size} bytes (at most ${MAX_PROGRAM_BYTES})`);
     }
+    return Deno.readFileSync(exec);
+  } catch (e) {
+    const err = toCtxError(e);
+    throw new CtxError(err.errno, err.message, { path: exec, cause: e });
   }
+}
+
+/**
+ * Creates `agent/<name>` for `options.uid`. Every name and value (and the window/limit invariant)
+ * is checked before the first write. The controls go into `agent/<name>.d/` first and the entry
+ * `agent/<name>` is renamed into place last, so a crash never leaves an agent that looks complete.
+ */
+export function createAgent(root: string, name: string, options: NewAgentOptions): string {
+  const path = `agent/${name}`;
+  checkNew(root, name);
+  const controls = newControls(root, name, options);
+  const entry = options.exec === undefined
+    ? new TextEncoder().encode(agentEntry(name))
+    : program(options.exec);
 
   // Nothing was written so far; from here on, a failure removes what this call made.
   // The definition files are the caller's: root's on the storage tree (only root can write it),

@@ -240,6 +240,37 @@ function plan(
   return report;
 }
 
+/**
+ * migrate: the pending migrations in ascending versions, each editing the private copy `tmp`;
+ * returns the applied list the bootstrap records (current's, then these).
+ */
+function migrate(
+  tmp: string,
+  p: { curDir: string | null; pending: Migration[]; options: UpdateOptions },
+  stage: (s: Stage) => void,
+) {
+  const ctx = {
+    uid: p.options.uid ?? Deno.uid() ?? 0,
+    gid: p.options.gid ?? Deno.gid() ?? 0,
+    now: p.options.now ?? Math.floor(Date.now() / 1000),
+  };
+  const applied = p.curDir ? readBootstrap(p.curDir).applied_migrations : [];
+  p.pending.forEach((m, i) => {
+    try {
+      m.apply(tmp, ctx);
+    } catch (e) {
+      const err = toCtxError(e, tmp);
+      throw new CtxError(err.errno, `migration ${m.version} (${m.id}) failed: ${err.message}`, {
+        path: err.path,
+        cause: e,
+      });
+    }
+    applied.push({ version: m.version, id: m.id });
+    if (i === 0) stage("migrate");
+  });
+  return applied;
+}
+
 function build(
   storage: string,
   p: {
@@ -270,26 +301,7 @@ function build(
     if (p.curDir) cloneTree(p.curDir, tmp, { onEntry: announce });
     announce();
 
-    // migrate: ascending versions, each editing the private copy.
-    const ctx = {
-      uid: p.options.uid ?? Deno.uid() ?? 0,
-      gid: p.options.gid ?? Deno.gid() ?? 0,
-      now: p.options.now ?? Math.floor(Date.now() / 1000),
-    };
-    const applied = p.curDir ? readBootstrap(p.curDir).applied_migrations : [];
-    p.pending.forEach((m, i) => {
-      try {
-        m.apply(tmp, ctx);
-      } catch (e) {
-        const err = toCtxError(e, tmp);
-        throw new CtxError(err.errno, `migration ${m.version} (${m.id}) failed: ${err.message}`, {
-          path: err.path,
-          cause: e,
-        });
-      }
-      applied.push({ version: m.version, id: m.id });
-      if (i === 0) stage("migrate");
-    });
+    const applied = migrate(tmp, p, stage);
 
     // validate: the whole result, before anything points at it.
     stage("validate");

@@ -10,7 +10,7 @@ import { readyLine } from "../abi/terminal.ts";
 import { loadAgent } from "../store/agent.ts";
 import { openSession, sessionRef } from "../store/session.ts";
 import { resolvePaths } from "../store/paths.ts";
-import { programArgv, self } from "../../packaging/self.ts";
+import { programArgv, self } from "../program/self.ts";
 import { aliasPath, newTerminalId, sessionDir, userSocket } from "./locate.ts";
 
 /** What {@link createTerminal} needs. */
@@ -53,7 +53,7 @@ export interface Created {
 }
 
 /**
- * How to run ctxterm: `$CTXTERM`, else this install's own ctxterm (packaging/self.ts: the pinned
+ * How to run ctxterm: `$CTXTERM`, else this install's own ctxterm (src/program/self.ts: the pinned
  * deno on the checkout's cli/ctxterm.ts, or on the built single file's bundle), else a `ctxterm`
  * beside a compiled executable, else `ctxterm` on PATH.
  */

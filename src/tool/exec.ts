@@ -60,6 +60,34 @@ export const BASH_FROM_STDIN =
   'IFS= read -r -d "" CTX_BASH_COMMAND; exec </dev/null; eval "unset CTX_BASH_COMMAND; $CTX_BASH_COMMAND"';
 
 /**
+ * The result of a tool its wall-clock bound (`timeout` ms) ended: the error first, then as much of
+ * the partial output `out` as fits the `limit`.
+ */
+function timedOut(
+  name: string,
+  timeout: number,
+  out: { bytes: Uint8Array; truncated: boolean },
+  limit: number,
+): ToolResult {
+  const e = new CtxError(
+    "ETIMEDOUT",
+    `tool "${name}" ran longer than ${
+      timeout / 1000
+    } s (the wall-clock bound): its process group was ended`,
+  );
+  const head = new TextEncoder().encode(e.toString() + "\n");
+  const body = out.bytes.subarray(0, utf8Cut(out.bytes, Math.max(0, limit - head.length)));
+  return {
+    name,
+    status: "error",
+    errno: "ETIMEDOUT",
+    exitCode: exitCode("ETIMEDOUT"),
+    content: new TextDecoder().decode(head) + new TextDecoder().decode(body),
+    truncated: out.truncated || body.length < out.bytes.length,
+  };
+}
+
+/**
  * Spawns `cmd` in a process group of its own (a new session) with exactly the allowed environment.
  * Output is read while the tool runs and bounded as it arrives. The group is ended (SIGTERM, then
  * SIGKILL after {@link GRACE_MS}) when the output floods, when the wall-clock bound passes, and
@@ -120,25 +148,7 @@ async function spawn(
     await pumps;
     await fed;
     const out = cap.result();
-    if (ended === "timeout") {
-      const e = new CtxError(
-        "ETIMEDOUT",
-        `tool "${name}" ran longer than ${
-          timeout / 1000
-        } s (the wall-clock bound): its process group was ended`,
-      );
-      // The error first, then as much of the partial output as fits the bound.
-      const head = new TextEncoder().encode(e.toString() + "\n");
-      const body = out.bytes.subarray(0, utf8Cut(out.bytes, Math.max(0, ctx.limit - head.length)));
-      return {
-        name,
-        status: "error",
-        errno: "ETIMEDOUT",
-        exitCode: exitCode("ETIMEDOUT"),
-        content: new TextDecoder().decode(head) + new TextDecoder().decode(body),
-        truncated: out.truncated || body.length < out.bytes.length,
-      };
-    }
+    if (ended === "timeout") return timedOut(name, timeout, out, ctx.limit);
     // A flooded tool reports how it really ended (143 for SIGTERM, 137 for SIGKILL): it did not
     // finish, and `truncated` says why. A tool that exits before the signal keeps its own status.
     return {

@@ -24,6 +24,14 @@ export const denoTty: Tty = {
  * Ctrl+C (drop the line), Ctrl+D (end of input on an empty line). The terminal is raw only
  * while a line is being read.
  */
+/** The line being edited: its characters, the cursor, the history position and the draft it left. */
+interface Edit {
+  chars: string[];
+  cur: number;
+  hist: number;
+  draft: string[];
+}
+
 export class LineEditor {
   #pending = "";
   #dec = new TextDecoder();
@@ -39,14 +47,11 @@ export class LineEditor {
 
   /** Reads one line after printing `prompt`; null at end of input. */
   async readLine(prompt: string): Promise<string | null> {
-    let chars: string[] = [];
-    let cur = 0;
-    let hist = this.#history.length;
-    let draft: string[] = [];
+    const e: Edit = { chars: [], cur: 0, hist: this.#history.length, draft: [] };
     const draw = () => {
-      const back = chars.length - cur;
+      const back = e.chars.length - e.cur;
       this.tty.write(
-        enc.encode(`\r${prompt}${chars.join("")}\x1b[K${back > 0 ? `\x1b[${back}D` : ""}`),
+        enc.encode(`\r${prompt}${e.chars.join("")}\x1b[K${back > 0 ? `\x1b[${back}D` : ""}`),
       );
     };
     this.tty.setRaw(true);
@@ -65,51 +70,37 @@ export class LineEditor {
               used = 1; // a lone ESC: ignored
             } else {
               used = m[0].length + 1;
-              const k = m[1];
-              if (k === "[D" || k === "OD") cur = Math.max(0, cur - 1);
-              else if (k === "[C" || k === "OC") cur = Math.min(chars.length, cur + 1);
-              else if (k === "[H" || k === "OH" || k === "[1~") cur = 0;
-              else if (k === "[F" || k === "OF" || k === "[4~") cur = chars.length;
-              else if (k === "[3~") chars.splice(cur, 1);
-              else if ((k === "[A" || k === "OA") && hist > 0) {
-                if (hist === this.#history.length) draft = chars;
-                chars = [...this.#history[--hist]];
-                cur = chars.length;
-              } else if ((k === "[B" || k === "OB") && hist < this.#history.length) {
-                hist++;
-                chars = hist === this.#history.length ? draft : [...this.#history[hist]];
-                cur = chars.length;
-              }
+              this.#key(m[1], e);
             }
           } else if (c === "\r" || c === "\n") {
             this.#pending = s.slice(s[0] === "\r" && s[1] === "\n" ? 2 : 1);
-            cur = chars.length;
+            e.cur = e.chars.length;
             draw();
             this.tty.write(enc.encode("\r\n"));
-            return chars.join("");
+            return e.chars.join("");
           } else if (c === "\x7f" || c === "\b") {
-            if (cur > 0) chars.splice(--cur, 1);
+            if (e.cur > 0) e.chars.splice(--e.cur, 1);
           } else if (c === "\x03") {
             this.tty.write(enc.encode("^C\r\n"));
-            chars = [];
-            cur = 0;
+            e.chars = [];
+            e.cur = 0;
           } else if (c === "\x04") {
-            if (chars.length === 0) {
+            if (e.chars.length === 0) {
               this.#pending = s.slice(1);
               this.tty.write(enc.encode("\r\n"));
               return null;
             }
-            chars.splice(cur, 1);
-          } else if (c === "\x01") cur = 0;
-          else if (c === "\x05") cur = chars.length;
+            e.chars.splice(e.cur, 1);
+          } else if (c === "\x01") e.cur = 0;
+          else if (c === "\x05") e.cur = e.chars.length;
           else if (c === "\x15") {
-            chars.splice(0, cur);
-            cur = 0;
-          } else if (c === "\x0b") chars.splice(cur);
+            e.chars.splice(0, e.cur);
+            e.cur = 0;
+          } else if (c === "\x0b") e.chars.splice(e.cur);
           else if (c >= " ") {
             const ch = String.fromCodePoint(s.codePointAt(0)!); // s is non-empty here
             used = ch.length;
-            chars.splice(cur++, 0, ch);
+            e.chars.splice(e.cur++, 0, ch);
           }
           this.#pending = s.slice(used);
         }
@@ -120,6 +111,24 @@ export class LineEditor {
       }
     } finally {
       this.tty.setRaw(false);
+    }
+  }
+
+  /** An escape sequence's key (`[D`, `OA`, ...): cursor moves, delete, history up and down. */
+  #key(k: string, e: Edit): void {
+    if (k === "[D" || k === "OD") e.cur = Math.max(0, e.cur - 1);
+    else if (k === "[C" || k === "OC") e.cur = Math.min(e.chars.length, e.cur + 1);
+    else if (k === "[H" || k === "OH" || k === "[1~") e.cur = 0;
+    else if (k === "[F" || k === "OF" || k === "[4~") e.cur = e.chars.length;
+    else if (k === "[3~") e.chars.splice(e.cur, 1);
+    else if ((k === "[A" || k === "OA") && e.hist > 0) {
+      if (e.hist === this.#history.length) e.draft = e.chars;
+      e.chars = [...this.#history[--e.hist]];
+      e.cur = e.chars.length;
+    } else if ((k === "[B" || k === "OB") && e.hist < this.#history.length) {
+      e.hist++;
+      e.chars = e.hist === this.#history.length ? e.draft : [...this.#history[e.hist]];
+      e.cur = e.chars.length;
     }
   }
 }

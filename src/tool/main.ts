@@ -173,22 +173,33 @@ async function stdinArgs(): Promise<string[] | string> {
   return "stdin is not one JSON array of strings";
 }
 
-/** Runs tsh with `argv`; returns the exit code (the tool's own). */
-export async function tshMain(argv: string[]): Promise<number> {
-  let json = false, root: string | undefined, limit: number | undefined;
-  let cache: string | undefined, timeout: string | undefined, argsStdin = false;
-  let nproc: number | undefined, history: string | undefined;
+/** tsh's own flags, read from the front of its argv; `rest` is the operation's words. */
+interface TshFlags {
+  json: boolean;
+  root?: string;
+  limit?: number;
+  cache?: string;
+  timeout?: string;
+  argsStdin: boolean;
+  nproc?: number;
+  history?: string;
+  rest: string[];
+}
+
+/** The flags before the operation's words; 0 when `-h` or `-V` answered already. */
+function readFlags(argv: string[]): TshFlags | 0 {
+  const f: TshFlags = { json: false, argsStdin: false, rest: [] };
   let i = 0;
   for (; i < argv.length; i++) {
     const a = argv[i];
-    if (a === "--json") json = true;
-    else if (a === "--root" && i + 1 < argv.length) root = argv[++i];
-    else if (a === "--limit" && i + 1 < argv.length) limit = Number(argv[++i]);
-    else if (a === "--cache" && i + 1 < argv.length) cache = argv[++i];
-    else if (a === "--timeout" && i + 1 < argv.length) timeout = argv[++i];
-    else if (a === "--nproc" && i + 1 < argv.length) nproc = Number(argv[++i]);
-    else if (a === "--args-stdin") argsStdin = true;
-    else if (a === "--history" && i + 1 < argv.length) history = argv[++i];
+    if (a === "--json") f.json = true;
+    else if (a === "--root" && i + 1 < argv.length) f.root = argv[++i];
+    else if (a === "--limit" && i + 1 < argv.length) f.limit = Number(argv[++i]);
+    else if (a === "--cache" && i + 1 < argv.length) f.cache = argv[++i];
+    else if (a === "--timeout" && i + 1 < argv.length) f.timeout = argv[++i];
+    else if (a === "--nproc" && i + 1 < argv.length) f.nproc = Number(argv[++i]);
+    else if (a === "--args-stdin") f.argsStdin = true;
+    else if (a === "--history" && i + 1 < argv.length) f.history = argv[++i];
     else if (a === "-h" || a === "--help") {
       Deno.stdout.writeSync(new TextEncoder().encode(USAGE));
       return 0;
@@ -201,42 +212,49 @@ export async function tshMain(argv: string[]): Promise<number> {
       break;
     } else break;
   }
+  f.rest = argv.slice(i);
+  return f;
+}
+
+/** The shell context the flags ask for, or the usage error (`EINVAL: ...`) they make. */
+function flagContext(f: TshFlags): ShellContext | string {
+  const { limit, nproc, timeout } = f;
   if (limit !== undefined && !(Number.isInteger(limit) && limit > 0)) {
-    Deno.stderr.writeSync(
-      new TextEncoder().encode(`tsh: EINVAL: --limit must be a positive integer\n`),
-    );
-    return 2;
+    return "--limit must be a positive integer";
   }
   if (nproc !== undefined && !(Number.isInteger(nproc) && nproc > 0)) {
-    Deno.stderr.writeSync(
-      new TextEncoder().encode(`tsh: EINVAL: --nproc must be a positive integer\n`),
-    );
-    return 2;
+    return "--nproc must be a positive integer";
   }
   const seconds = timeout === undefined ? undefined : Number(timeout);
   if (seconds !== undefined && !(/^[0-9]+(\.[0-9]+)?$/.test(String(timeout)) && seconds > 0)) {
-    Deno.stderr.writeSync(
-      new TextEncoder().encode(`tsh: EINVAL: --timeout must be a positive number of seconds\n`),
-    );
-    return 2;
+    return "--timeout must be a positive number of seconds";
   }
   let capacity: number | undefined;
   try {
-    capacity = toolCache(cache);
+    capacity = toolCache(f.cache);
   } catch (e) {
-    Deno.stderr.writeSync(
-      new TextEncoder().encode(`tsh: EINVAL: --cache: ${(e as Error).message}\n`),
-    );
-    return 2;
+    return `--cache: ${(e as Error).message}`;
   }
-  const ctx = context(readEnv(), {
-    root,
+  return context(readEnv(), {
+    root: f.root,
     limit,
     cache: capacity,
     timeout: seconds === undefined ? undefined : Math.round(seconds * 1000),
     nproc,
   });
-  let args = argv.slice(i);
+}
+
+/** Runs tsh with `argv`; returns the exit code (the tool's own). */
+export async function tshMain(argv: string[]): Promise<number> {
+  const f = readFlags(argv);
+  if (f === 0) return 0;
+  const { json, argsStdin, history } = f;
+  const ctx = flagContext(f);
+  if (typeof ctx === "string") {
+    Deno.stderr.writeSync(new TextEncoder().encode(`tsh: EINVAL: ${ctx}\n`));
+    return 2;
+  }
+  let args = f.rest;
   if (argsStdin) {
     const got = await stdinArgs();
     if (typeof got === "string") {

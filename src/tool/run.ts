@@ -10,7 +10,7 @@ import { launch } from "../sandbox/launch.ts";
 import { requireSandbox } from "../sandbox/doctor.ts";
 import type { Receipt } from "../sandbox/receipt.ts";
 import { loadAgent } from "../store/agent.ts";
-import permissions from "../../packaging/permissions.json" with { type: "json" };
+import permissions from "../program/permissions.json" with { type: "json" };
 import { tshBundle } from "./bundle.ts";
 import { toolCache } from "./config.ts";
 import { DEFAULT_TIMEOUT_MS } from "./exec.ts";
@@ -102,7 +102,7 @@ export const SANDBOX_TSH = "/opt/cortexfs/lib/tsh.js";
 /**
  * How tsh runs inside a sandbox, for a tool call and an interactive terminal alike: the host's
  * deno and the bundle bound read-only at fixed paths, and the command line that runs the bundle
- * with tsh's own permission set (packaging/permissions.json) and nothing from outside.
+ * with tsh's own permission set (src/program/permissions.json) and nothing from outside.
  */
 export function tshInSandbox(deno: string, bundle: string, args: readonly string[]) {
   return {

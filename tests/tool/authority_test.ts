@@ -100,7 +100,7 @@ Deno.test("secrets in the daemon's and the client's environment reach no tool pr
     }
     // The "client": tsh itself run as a process with the secrets in its environment.
     const perms = JSON.parse(
-      Deno.readTextFileSync(new URL("../../packaging/permissions.json", import.meta.url)),
+      Deno.readTextFileSync(new URL("../../src/program/permissions.json", import.meta.url)),
     ).tsh;
     const client = await new Deno.Command(Deno.execPath(), {
       args: [
@@ -138,7 +138,7 @@ Deno.test("secrets in the daemon's and the client's environment reach no tool pr
 
 Deno.test("tsh cannot read any variable outside the allowlist (its Deno permission set)", async () => {
   const perms: string[] = JSON.parse(
-    Deno.readTextFileSync(new URL("../../packaging/permissions.json", import.meta.url)),
+    Deno.readTextFileSync(new URL("../../src/program/permissions.json", import.meta.url)),
   ).tsh;
   const allowEnv = perms.find((p) => p.startsWith("--allow-env="))!; // the set must name it
   assertEquals(allowEnv.slice("--allow-env=".length).split(","), [

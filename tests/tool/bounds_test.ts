@@ -7,7 +7,7 @@ import { type Receipt, receiptLive } from "../../src/sandbox/receipt.ts";
 import { cleanup, toolTree, TSH } from "../fixture/mod.ts";
 
 const PERMS: string[] = JSON.parse(
-  Deno.readTextFileSync(new URL("../../packaging/permissions.json", import.meta.url)),
+  Deno.readTextFileSync(new URL("../../src/program/permissions.json", import.meta.url)),
 ).tsh;
 
 /**

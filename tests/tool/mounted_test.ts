@@ -4,7 +4,8 @@ import { authorize } from "../../src/tool/authorize.ts";
 import { runTsh } from "../../src/tool/mod.ts";
 import { cleanup, CTX, ENVDUMP, exists, REPO, TOOL_ENV, toolTree, TSH } from "../fixture/mod.ts";
 
-const PERMS: string[] = JSON.parse(Deno.readTextFileSync(`${REPO}/packaging/permissions.json`)).tsh;
+const PERMS: string[] =
+  JSON.parse(Deno.readTextFileSync(`${REPO}/src/program/permissions.json`)).tsh;
 
 const SECRETS = {
   OPENAI_API_KEY: "sk-mounted-openai",

@@ -29,14 +29,14 @@ function isFile(path: string): boolean {
 
 /**
  * The install a module at `url` (default: this one) belongs to: from source, `url` is a file of the checkout
- * (`<checkout>/<dir>/<file>.ts`); in the built file every module is inside `<lib>/<program>.js`
+ * (`<checkout>/src/program/self.ts`); in the built file every module is inside `<lib>/<program>.js`
  * and the header exported the path it was started by as CORTEXFS_SELF (absolute, perhaps a
  * program's symlink: resolved here, so that `exe` is the file itself).
  */
 export function self(env: Record<string, string | undefined>, url = import.meta.url): Self {
   const path = new URL(url).pathname;
   if (path.endsWith(".ts")) {
-    const checkout = new URL("..", url).pathname.replace(/\/$/, "");
+    const checkout = new URL("../..", url).pathname.replace(/\/$/, "");
     const programs = Object.keys(permissions).filter((n) => isFile(`${checkout}/cli/${n}.ts`));
     return { kind: "checkout", checkout, programs };
   }
@@ -75,7 +75,7 @@ export const BUILT_RUN = [
 
 /**
  * The argv that starts program `name` of this install with its own permission set
- * (packaging/permissions.json): the pinned deno on the checkout's `cli/<name>.ts`, or on the
+ * (permissions.json beside this file): the pinned deno on the checkout's `cli/<name>.ts`, or on the
  * built file's `<lib>/<name>.js`. The one way for a program to start another (or itself again,
  * e.g. a per-agent instance of cortexfsd).
  */

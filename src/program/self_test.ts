@@ -1,9 +1,9 @@
 /** self() and programArgv(): the argv that starts a program, from a checkout and from the built file. */
-import { assertEquals } from "../tests/assert.ts";
+import { assertEquals } from "../../tests/assert.ts";
 import permissions from "./permissions.json" with { type: "json" };
 import { BUILT_RUN, programArgv, self } from "./self.ts";
 
-const REPO = new URL("..", import.meta.url).pathname.replace(/\/$/, "");
+const REPO = new URL("../..", import.meta.url).pathname.replace(/\/$/, "");
 
 Deno.test("self() from the checkout: its cli/ entries; programArgv runs the pinned deno on cli/<name>.ts with its flags", () => {
   const s = self({});

@@ -1,6 +1,6 @@
 /** Test helper: runs an accept/reject table against one parser and its serializer. */
-import { CtxError, type Errno } from "./errno.ts";
-import { assertEquals, assertStringIncludes, assertThrows } from "../../tests/assert.ts";
+import { CtxError, type Errno } from "../src/abi/errno.ts";
+import { assertEquals, assertStringIncludes, assertThrows } from "./assert.ts";
 
 /** One accepted input: the bytes, the parsed value, and the canonical bytes if they differ. */
 export type Accept<T> = [input: string, value: T, canonical?: string];

@@ -1,6 +1,6 @@
 /** `cortexfs install`: the built file copied into a bin directory, its program symlinks, a unit. */
-import { CtxError } from "../src/abi/errno.ts";
-import { tempName } from "../src/abi/names.ts";
+import { CtxError } from "../abi/errno.ts";
+import { tempName } from "../abi/names.ts";
 
 /** Options for {@link install}. */
 export interface InstallOptions {
