@@ -5,12 +5,11 @@ import type { ClientMode } from "../abi/terminal.ts";
 import { join } from "../term/client.ts";
 import {
   findTerminal,
-  type Found,
-  listTerminals,
   readTerminalEvents,
   resolveSocket,
   type SessionPlace,
 } from "../term/locate.ts";
+import { type Found, listTerminals } from "../store/terminals.ts";
 import { replay } from "../term/replay.ts";
 import { type AgentContext, TERMINAL_HELP } from "./agent.ts";
 import { pickSession } from "./client.ts";

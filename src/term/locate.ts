@@ -1,9 +1,9 @@
 /** Where a session's terminals live: resource dirs, the ABI socket alias, the user runtime socket, and the resolution order between them. */
 import { CtxError } from "../abi/errno.ts";
 import { sessionBase } from "../abi/layout.ts";
-import { parseTerminalEvents, type TerminalEvent, terminalMeta } from "../abi/terminal.ts";
-import type { TerminalMeta } from "../abi/terminal.ts";
+import { parseTerminalEvents, type TerminalEvent } from "../abi/terminal.ts";
 import { readRegularText } from "../store/regular.ts";
+import { type Found, listTerminals, readMeta } from "../store/terminals.ts";
 import { connect, type TermConn, WrongServer } from "./client.ts";
 
 /** One agent session of one uid in a tree. */
@@ -35,25 +35,6 @@ export function userSocket(
 ): string {
   const base = env.XDG_RUNTIME_DIR || `/run/user/${p.uid}`;
   return `${base}/cortexfs/terminal/${p.agent}/${p.session}/main.sock`;
-}
-
-/**
- * The user runtime dirs (`<base>/cortexfs`) where terminals of `uids` listen or will: each uid's
- * default `/run/user/<uid>/cortexfs`, and the base of every user runtime socket a terminal of
- * theirs in the tree recorded (a `$XDG_RUNTIME_DIR` elsewhere: in a home, a workspace). No
- * sandbox view may show them (prepareView hides them): a tool of the same uid could otherwise
- * reach another agent's terminal.
- */
-export function runtimeDirs(root: string, uids: readonly number[]): string[] {
-  const out = new Set<string>();
-  for (const uid of new Set(uids)) {
-    out.add(`/run/user/${uid}/cortexfs`);
-    for (const f of listTerminals(root, uid)) {
-      const m = /^(\/.*)\/cortexfs\/terminal\/[^/]+\/[^/]+\/main\.sock$/.exec(f.meta.socket);
-      if (m && !m[1].split("/").includes("..")) out.add(`${m[1]}/cortexfs`);
-    }
-  }
-  return [...out];
 }
 
 /** A fresh terminal id: `t-<UTC yyyymmddThhmmss>-<4 hex>` (sortable, one path component). */
@@ -91,55 +72,6 @@ export async function resolveSocket(
     }): start one with \`ctx terminal create ${p.agent} --session ${p.session}\``,
     { path: tried[0] },
   );
-}
-
-/** A terminal resource found on disk. */
-export interface Found {
-  dir: string;
-  meta: TerminalMeta;
-}
-
-function readMeta(dir: string): TerminalMeta | null {
-  try {
-    // A regular file only (never a FIFO to block on, never a followed symlink).
-    const text = readRegularText(`${dir}/meta.json`);
-    if (text === undefined) return null;
-    const r = terminalMeta.safeParse(JSON.parse(text));
-    return r.success ? r.data : null;
-  } catch {
-    return null;
-  }
-}
-
-function names(dir: string): string[] {
-  try {
-    return [...Deno.readDirSync(dir)].filter((e) => e.isDirectory && !e.name.startsWith("."))
-      .map((e) => e.name).sort();
-  } catch {
-    return [];
-  }
-}
-
-/** Every terminal resource of `uid` in the tree (optionally one agent, one session), oldest id first. */
-export function listTerminals(
-  root: string,
-  uid: number,
-  filter: { agent?: string; session?: string } = {},
-): Found[] {
-  const out: Found[] = [];
-  const agents = filter.agent ? [filter.agent] : names(`${root}/home/${uid}/agent`);
-  for (const agent of agents) {
-    const base = sessionBase({ root, run: "", uid, agent, scope: "private" });
-    const sessions = filter.session ? [filter.session] : names(base);
-    for (const session of sessions) {
-      for (const id of names(`${base}/${session}/terminal`)) {
-        const dir = `${base}/${session}/terminal/${id}`;
-        const meta = readMeta(dir);
-        if (meta) out.push({ dir, meta });
-      }
-    }
-  }
-  return out;
 }
 
 /** The terminal named `ref`: a resource directory path, or an id among `uid`'s terminals. */

@@ -8,7 +8,7 @@ import { dupFd, fdPath, gitGuards, openDir } from "../sandbox/workspace.ts";
 import type { AgentDef } from "../store/agent.ts";
 import { ensureAgentHome } from "../store/session.ts";
 import { asUser } from "../sys/fsid.ts";
-import { runtimeDirs } from "../term/locate.ts";
+import { runtimeDirs } from "../store/terminals.ts";
 import { close } from "../sys/libc.ts";
 
 /** Where the view comes from besides the agent's controls. */
