@@ -224,8 +224,8 @@ async function startHost(flags: Flags, s: Settings, root: string): Promise<Host>
   const { run, mount } = s;
   let control: { close(): Promise<void> } | undefined;
   try {
-    const { startSupervisor } = await import("../src/runtime/supervisor.ts");
-    const { detectManager } = await import("../src/runtime/systemd.ts");
+    const { startSupervisor } = await import("../src/host/supervisor.ts");
+    const { detectManager } = await import("../src/host/systemd.ts");
     const mode = flags.supervisor ?? "auto";
     if (mode !== "auto" && mode !== "builtin" && mode !== "systemd") {
       throw new CtxError("EINVAL", `--supervisor must be auto, builtin or systemd, not "${mode}"`);
@@ -236,7 +236,7 @@ async function startHost(flags: Flags, s: Settings, root: string): Promise<Host>
         ? `cortexfsd: systemd ${manager.version} answers (${manager.ctl}): agent instances run as transient scopes (systemd-run --scope)`
         : "cortexfsd: no systemd manager answers: the built-in supervisor starts the agent instances",
     );
-    const { serveControl } = await import("../src/runtime/control.ts");
+    const { serveControl } = await import("../src/host/control.ts");
     const held: { sup?: Awaited<ReturnType<typeof startSupervisor>> } = {};
     // First: its listener must be close-on-exec before any instance is spawned.
     control = await serveControl(() => held.sup, { root, run });

@@ -40,10 +40,12 @@ function allowed(): Record<string, string[]> {
     "src/prompt": ["src/abi", "src/model", "src/store", "src/sys", "src/tool"],
     "src/term": ["src/abi", "src/program", "src/sandbox", "src/store", "src/sys", "src/tool"],
     "src/ctx": ["src/abi", "src/model", "src/program", "src/prompt", "src/store", "src/term"],
+    // A run (the instance's side) knows nothing of the host process that starts it.
     "src/runtime": [
-      ...["src/abi", "src/model", "src/program", "src/prompt", "src/sandbox", "src/store"],
-      ...["src/sys", "src/term", "src/tool"],
+      ...["src/abi", "src/model", "src/prompt", "src/sandbox", "src/store", "src/sys", "src/tool"],
     ],
+    // The host process: starts, admits, supervises and stops instances and terminal units.
+    "src/host": ["src/abi", "src/runtime", "src/sandbox", "src/store", "src/sys", "src/term"],
     "cli": src,
     "packaging": ["src/abi", "src/program", "src/tool"],
     "bench": [...src, "packaging", "tests"],

@@ -5,7 +5,7 @@
  * Prints medians and the ratios (the per-step host overhead). Never asserts a duration.
  */
 import { startRuntime } from "../../src/runtime/mod.ts";
-import { historyOf } from "../../src/runtime/host.ts";
+import { historyOf } from "../../src/runtime/turn.ts";
 import { sessionRef } from "../../src/store/session.ts";
 import { addTestAgent, cleanup, makeTree, Raw } from "../../tests/fixture/mod.ts";
 

@@ -1,4 +1,4 @@
-/** `ctx agent start|stop|status|ps`: the supervisor's view of agent instances, through the host control socket `<run>/host.sock`. */
+/** `ctx agent start|stop|status|ps`: the supervisor's view of agent instances, through the host control socket `<run>/control.sock`. */
 import net from "node:net";
 import type { Command } from "commander";
 import { CtxError, isErrno } from "../abi/errno.ts";
@@ -40,9 +40,9 @@ export function runDirOf(root: string, name?: string): string {
   );
 }
 
-/** Sends one frame to `<run>/host.sock` and reads its one answer line. */
+/** Sends one frame to `<run>/control.sock` and reads its one answer line. */
 export function askHost(run: string, frame: unknown): Promise<Frame> {
-  const path = `${run}/host.sock`;
+  const path = `${run}/control.sock`;
   return new Promise((resolve, reject) => {
     const s = net.connect(path);
     let buf = "";

@@ -17,7 +17,7 @@ export function checkOwner(uid: number, name: string, owner: number): void {
  * The owner rule at accept, by uid alone (EACCES when `uid` may not talk to agent `name` of tree
  * `root`): the instance applies it to each connection it accepts (src/runtime/ops.ts
  * `admitPeer`), and its host to a connection to an idle agent before it starts the instance
- * (src/runtime/supervisor.ts).
+ * (src/host/supervisor.ts).
  */
 export function admitUid(root: string, name: string, uid: number): void {
   const owner = ownerOf(root, name);

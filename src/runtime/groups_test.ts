@@ -3,7 +3,7 @@ import { assert, assertEquals } from "../../tests/assert.ts";
 import { type Orphan, orphan, pidfdsSince, polledPids } from "../../tests/fixture/proc.ts";
 import { until } from "../../tests/fixture/wait.ts";
 import { reapGroups, recordGroup } from "./groups.ts";
-import { INSTANCE_CAPS } from "./caps.ts";
+import { INSTANCE_CAPS } from "../host/caps.ts";
 
 /** Records `o` as a step's group in `dir`: its receipt file's name. */
 async function record(dir: string, o: Orphan): Promise<string> {

@@ -16,7 +16,7 @@ export const LISTEN_FD = 3;
 export const HOST_FD = 4;
 /**
  * With `--conn`: the connection whose client made the host start this instance, which the host
- * accepted and admitted by the owner rule (src/runtime/supervisor.ts): served like one accepted here.
+ * accepted and admitted by the owner rule (src/host/supervisor.ts): served like one accepted here.
  */
 export const CONN_FD = 5;
 

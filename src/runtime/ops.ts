@@ -33,7 +33,7 @@ import { executeCall } from "./call.ts";
 import type { Conn } from "./conn.ts";
 import { execLoop } from "./exec.ts";
 import { groupsDir } from "./groups.ts";
-import { historyOf, modelTurn, textOf, toolContextOf } from "./host.ts";
+import { historyOf, modelTurn, textOf, toolContextOf } from "./turn.ts";
 import type { Workspace } from "./peer.ts";
 import type { Presence } from "./presence.ts";
 import { newRunId, Run } from "./recorder.ts";

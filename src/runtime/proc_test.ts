@@ -4,7 +4,7 @@ import { gone, until } from "../../tests/fixture/mod.ts";
 import { closeFd } from "../sys/sock.ts";
 import { pidfdOpen, W, waitChildSync } from "../sys/wait.ts";
 import { stopGroup } from "./proc.ts";
-import { INSTANCE_CAPS } from "./caps.ts";
+import { INSTANCE_CAPS } from "../host/caps.ts";
 
 /** A step running `script` under bash that prints one line (a pid) first; that pid. */
 async function stepWithPid(script: string): Promise<{ child: Deno.ChildProcess; pid: number }> {
@@ -100,7 +100,7 @@ Deno.test({
     "stopGroup() as a uid's sender, in a process without CAP_KILL (an instance): the uid's leader is stopped and its child in a session of its own killed",
   ignore: Deno.uid() !== 0,
   async fn() {
-    // The instance's own capability set (src/runtime/caps.ts), and a step that dropped to uid
+    // The instance's own capability set (src/host/caps.ts), and a step that dropped to uid
     // 65534 as a sandboxed step does (setpriv), ignoring what it can as in the test above.
     const step = [
       "--reuid=65534",

@@ -4,7 +4,7 @@ import { loadedTools } from "../prompt/collect.ts";
 import { type Prompt, renderPrompt, skillsSnapshot } from "../prompt/render.ts";
 import { dirSource, type Source } from "../prompt/source.ts";
 import { readSessionFile, type SessionRef, writeSessionFiles } from "../store/session.ts";
-import type { ModelRun } from "./host.ts";
+import type { ModelRun } from "./turn.ts";
 import type { AgentView } from "./view.ts";
 
 /** The agent home and the workspace as prompt sources, read as the agent (nothing followed). */

@@ -1,7 +1,7 @@
 /** The runtime's pure parts: run ids, a step's environment, stored content as text. */
 import { assert, assertEquals } from "../../tests/assert.ts";
 import { type ExecRun, stepEnv } from "./exec.ts";
-import { textOf } from "./host.ts";
+import { textOf } from "./turn.ts";
 import { newRunId } from "./recorder.ts";
 
 Deno.test("newRunId(): ctx- and 32 hex digits from the CSPRNG, never repeated", () => {

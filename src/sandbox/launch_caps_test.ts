@@ -3,7 +3,7 @@ import { assert, assertEquals } from "../../tests/assert.ts";
 import { gone } from "../../tests/fixture/proc.ts";
 import { until } from "../../tests/fixture/wait.ts";
 import { sandboxDirs, sandboxSpec } from "../../tests/fixture/sandbox.ts";
-import { dropArgv, INSTANCE_CAPS } from "../runtime/caps.ts";
+import { dropArgv, INSTANCE_CAPS } from "../host/caps.ts";
 import { launch } from "./launch.ts";
 import { procUid, type Receipt, receiptLive } from "./receipt.ts";
 

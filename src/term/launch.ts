@@ -2,7 +2,7 @@
  * `ctx terminal create`: makes the session, picks the terminal id and paths, and starts ctxterm
  * detached (its own session, stdin /dev/null, stderr to a log beside the socket). This is the
  * seam of the built-in supervisor: {@link Starter} is the one place that starts the process here;
- * `ctx agent start` has the host start a supervised one instead (src/runtime/terminals.ts, with a
+ * `ctx agent start` has the host start a supervised one instead (src/host/terminals.ts, with a
  * receipt), from the same {@link terminalArgv}.
  */
 import { CtxError } from "../abi/errno.ts";

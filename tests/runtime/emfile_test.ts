@@ -7,7 +7,7 @@ import { assert, assertEquals } from "../assert.ts";
 import { gone, pgidOf } from "../fixture/proc.ts";
 import { until } from "../fixture/wait.ts";
 import { bootId, type Receipt, startTime } from "../../src/sandbox/receipt.ts";
-import { receiptOf } from "../../src/runtime/receipt.ts";
+import { receiptOf } from "../../src/host/receipt.ts";
 
 // Run in a child with at most 256 fds: every one is taken, the checks run, the fds are given back
 // and the stop runs again.
@@ -16,7 +16,7 @@ const { receiptSeen, pinProcess } = await import("${
   import.meta.resolve("../../src/sandbox/receipt.ts")
 }");
 const { reapInit } = await import("${import.meta.resolve("../../src/sandbox/launch.ts")}");
-const { stopVerified } = await import("${import.meta.resolve("../../src/runtime/receipt.ts")}");
+const { stopVerified } = await import("${import.meta.resolve("../../src/host/receipt.ts")}");
 const launch = ${launch};
 const receipt = ${receipt};
 receiptSeen(launch); // the boot id read once, as a long-running process has

@@ -1,7 +1,7 @@
-/** The host writes an instance's `status` and `pid` from its reports (src/runtime/supervisor.ts), with a stand-in instance on the real supervisor: real sockets, real processes, real files. */
+/** The host writes an instance's `status` and `pid` from its reports (src/host/supervisor.ts), with a stand-in instance on the real supervisor: real sockets, real processes, real files. */
 import { assertEquals } from "../assert.ts";
 import { makeTree } from "../fixture/mod.ts";
-import { startSupervisor } from "../../src/runtime/supervisor.ts";
+import { startSupervisor } from "../../src/host/supervisor.ts";
 
 const root = Deno.uid() === 0;
 

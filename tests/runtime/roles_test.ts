@@ -20,7 +20,7 @@ import {
 import { createAgent } from "../../src/store/agent_new.ts";
 import { readRecords } from "../../src/store/jsonl.ts";
 import { startTime } from "../../src/sandbox/receipt.ts";
-import type { InstanceReceipt } from "../../src/runtime/receipt.ts";
+import type { InstanceReceipt } from "../../src/host/receipt.ts";
 
 const root = Deno.uid() === 0;
 

@@ -16,9 +16,9 @@ import {
   startDaemon,
   until,
 } from "../fixture/mod.ts";
-import { CAP_NAMES, dropArgv, INSTANCE_CAPS } from "../../src/runtime/caps.ts";
-import { detectManager, systemdBooted } from "../../src/runtime/systemd.ts";
-import { parseReceipt, scopeUnit } from "../../src/runtime/receipt.ts";
+import { CAP_NAMES, dropArgv, INSTANCE_CAPS } from "../../src/host/caps.ts";
+import { detectManager, systemdBooted } from "../../src/host/systemd.ts";
+import { parseReceipt, scopeUnit } from "../../src/host/receipt.ts";
 import { startTime } from "../../src/sandbox/receipt.ts";
 
 const root = Deno.uid() === 0;

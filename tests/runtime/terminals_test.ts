@@ -1,10 +1,10 @@
-/** The terminal supervisor's receipts (src/runtime/terminals.ts) with a stand-in ctxterm: held until its receipt is on disk, stopped only as the receipt proves, reaped at start. */
+/** The terminal supervisor's receipts (src/host/terminals.ts) with a stand-in ctxterm: held until its receipt is on disk, stopped only as the receipt proves, reaped at start. */
 import net from "node:net";
 import { assert, assertEquals } from "../assert.ts";
 import type { CtxError } from "../../src/abi/errno.ts";
 import { createAgent } from "../../src/store/agent_new.ts";
 import { gone, makeTree } from "../fixture/mod.ts";
-import { startTerminals } from "../../src/runtime/terminals.ts";
+import { startTerminals } from "../../src/host/terminals.ts";
 import { startTime } from "../../src/sandbox/receipt.ts";
 import { openDir } from "../../src/sandbox/workspace.ts";
 import { closeFd } from "../../src/sys/sock.ts";

@@ -1,6 +1,6 @@
 /** Issue 24 item 13: a connection to an idle agent's socket by a uid its instance would refuse starts no instance (the host accepts it, applies the owner rule, answers EACCES and closes); the owner's connection after it starts the instance and is served. */
 import { assert, assertEquals, assertMatch, assertStringIncludes } from "../assert.ts";
-import { MAX_INSTANCES_PER_UID } from "../../src/runtime/supervisor.ts";
+import { MAX_INSTANCES_PER_UID } from "../../src/host/supervisor.ts";
 import { createAgent } from "../../src/store/agent_new.ts";
 import { DENO, Raw, run, type Target, type Tree, until, withTarget } from "../fixture/mod.ts";
 
@@ -160,7 +160,7 @@ async function firstFrames(
   return r.stdout.trim().split("\n").map((l) => JSON.parse(l));
 }
 
-Deno.test("a uid's agent instances are bounded (MAX_INSTANCES_PER_UID): one more, by a connection or a host.sock start, is refused EAGAIN and starts nothing; root still starts it; the mount answers", async () => {
+Deno.test("a uid's agent instances are bounded (MAX_INSTANCES_PER_UID): one more, by a connection or a control.sock start, is refused EAGAIN and starts nothing; root still starts it; the mount answers", async () => {
   const N = MAX_INSTANCES_PER_UID;
   const names = [...Array(N + 1).keys()].map((i) => `a${i}`);
   await withTarget(async (t) => {

@@ -24,7 +24,7 @@ import {
 import { createAgent } from "../../src/store/agent_new.ts";
 import { TMPFS } from "../../src/sandbox/profile.ts";
 import { groupsDir } from "../../src/runtime/groups.ts";
-import type { InstanceReceipt } from "../../src/runtime/receipt.ts";
+import type { InstanceReceipt } from "../../src/host/receipt.ts";
 
 const root = Deno.uid() === 0;
 

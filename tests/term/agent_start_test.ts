@@ -17,7 +17,7 @@ import {
 } from "../fixture/mod.ts";
 import { parseTerminalEvents } from "../../src/abi/terminal.ts";
 import { startTime } from "../../src/sandbox/receipt.ts";
-import type { InstanceReceipt } from "../../src/runtime/receipt.ts";
+import type { InstanceReceipt } from "../../src/host/receipt.ts";
 
 const root = Deno.uid() === 0;
 /** A terminal unit's receipt: an instance receipt with its session, terminal id and owner. */
@@ -73,7 +73,7 @@ Deno.test({
           .output()).stdout,
       ).trim().split(/\s+/).map(Number);
       assertEquals(ps, [r.pid, r.pid, r.pid, d.child.pid]);
-      // It holds none of the host's sockets (agent sockets, host.sock): only its own listener.
+      // It holds none of the host's sockets (agent sockets, control.sock): only its own listener.
       const paths = new Map<number, string>();
       for (const line of read("/proc/net/unix").split("\n").slice(1)) {
         const f = line.trim().split(/\s+/);

@@ -5,7 +5,7 @@ import { type ErrorFrame, errorOf } from "../abi/frames.ts";
 import { closeFd } from "../sys/listen.ts";
 import { seqpacketPair } from "../sys/fdpass.ts";
 import { Broker } from "./broker.ts";
-import { logPump, type Presence } from "./presence.ts";
+import { logPump, type Presence } from "../runtime/presence.ts";
 import {
   dropReceipt,
   type InstanceReceipt,
@@ -36,10 +36,10 @@ export interface SpawnContext {
   graceMs: number;
   /** Start timeout, seconds: from the spawn to the `ready` line. */
   startSeconds: number;
-  /** The setpriv prefix of a root host (src/runtime/caps.ts `dropArgv`), resolved once. */
+  /** The setpriv prefix of a root host (src/host/caps.ts `dropArgv`), resolved once. */
   drop: string[];
   presence: Presence;
-  /** Stops a process its receipt proves (src/runtime/systemd.ts `stopperOf`). */
+  /** Stops a process its receipt proves (src/host/systemd.ts `stopperOf`). */
   stop: (r: InstanceReceipt, o: StopOptions) => Promise<Stopped>;
   /** True once the host is closing. */
   closing: () => boolean;
@@ -112,7 +112,7 @@ function instanceArgv(
   // sh sets LISTEN_PID to its own pid and execs in place: the instance checks it is its own.
   // Under a manager, systemd-run registers the scope for its own pid and execs sh in place (the
   // pid, fds and pipes stay): sh's `scope` line says the unit exists, so it can be asked about.
-  // sh execs setpriv (root host: src/runtime/caps.ts), which fixes the instance's capabilities
+  // sh execs setpriv (root host: src/host/caps.ts), which fixes the instance's capabilities
   // and execs it in place too: the pid is still the one LISTEN_PID and the receipt name.
   const unit = manager ? scopeUnit(`cortexfs-agent-${name}`) : undefined;
   const [cmd, ...pre] = manager && unit
@@ -136,7 +136,7 @@ function spawnChild(
   conn: number | undefined,
 ): { child: ChildProcess; ours: number } {
   // The instance's private channel to the host (its fd 4): the peer checks it has no
-  // capability for are made here (src/runtime/broker.ts). Both ends close-on-exec; the spawn
+  // capability for are made here (src/host/broker.ts). Both ends close-on-exec; the spawn
   // puts the instance's at fd 4 on purpose, and the host's copy of it is closed right after.
   const pair = seqpacketPair();
   if (typeof pair === "number") throw new CtxError("EIO", `socketpair failed (errno ${-pair})`);

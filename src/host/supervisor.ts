@@ -6,10 +6,10 @@ import { readRegularText } from "../store/regular.ts";
 import { acceptWaiting, answerClose, closeFd, listenUnix, refuseWaiting } from "../sys/listen.ts";
 import { peerCred } from "../sys/sock.ts";
 import { Activator } from "./activator.ts";
-import { admitUid, ownerOf } from "./admit.ts";
-import { groupsDir, reapGroups } from "./groups.ts";
+import { admitUid, ownerOf } from "../runtime/admit.ts";
+import { groupsDir, reapGroups } from "../runtime/groups.ts";
 import { dropArgv } from "./caps.ts";
-import { Presence } from "./presence.ts";
+import { Presence } from "../runtime/presence.ts";
 import {
   type InstanceReceipt,
   type ReapedInstances,
@@ -18,7 +18,7 @@ import {
   type Stopped,
 } from "./receipt.ts";
 import { type Manager, stopperOf } from "./systemd.ts";
-import { linkAlias } from "./server.ts";
+import { linkAlias } from "../runtime/server.ts";
 import { type Live, type SpawnContext, spawnInstance } from "./spawn.ts";
 import {
   startTerminals,
@@ -43,7 +43,7 @@ export const ADMIT_BATCH = 32;
 const ECONNABORTED = 103;
 /**
  * Live or starting instances (each a root process) of the agents one uid owns that the uid may
- * start (by connecting, or `start` on host.sock): one more is refused EAGAIN. Root starts any.
+ * start (by connecting, or `start` on control.sock): one more is refused EAGAIN. Root starts any.
  */
 export const MAX_INSTANCES_PER_UID = 16;
 
@@ -69,7 +69,7 @@ export interface SupervisorOptions {
    */
   logBytes?: number;
   /**
-   * A systemd manager that answered (src/runtime/systemd.ts `detectManager`): instances run as
+   * A systemd manager that answered (src/host/systemd.ts `detectManager`): instances run as
    * its transient scopes. Null or absent: the built-in supervisor.
    */
   manager?: Manager | null;

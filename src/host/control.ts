@@ -1,6 +1,6 @@
-/** The host control socket `<run>/host.sock`: `ps`, `status`, `start`, `stop` frames to the supervisor; authority from SO_PEERCRED. */
+/** The host control socket `<run>/control.sock`: `ps`, `status`, `start`, `stop` frames to the supervisor; authority from SO_PEERCRED. */
 import { errorOf } from "../abi/frames.ts";
-import { hostRequest } from "../abi/host.ts";
+import { controlRequest } from "../abi/control_sock.ts";
 import net from "node:net";
 import { AGENT_CONTROLS } from "../abi/controls.ts";
 import { CtxError, toCtxError } from "../abi/errno.ts";
@@ -11,8 +11,8 @@ import { errno, libc } from "../sys/ffi.ts";
 import { listenUnix, pollReadable, Wake } from "../sys/listen.ts";
 import { POLL, PollFds } from "../sys/poll.ts";
 import { closeFd, type PeerCred, peerCred } from "../sys/sock.ts";
-import { MAX_CONNS_PER_UID } from "./server.ts";
-import { peerWorkspace, type Workspace } from "./peer.ts";
+import { MAX_CONNS_PER_UID } from "../runtime/server.ts";
+import { peerWorkspace, type Workspace } from "../runtime/peer.ts";
 import type { Supervisor } from "./supervisor.ts";
 
 /** Longest request line (a name is at most 64 bytes; the rest is slack). */
@@ -21,8 +21,8 @@ const MAX_LINE = 4096;
 const ECONNABORTED = 103;
 
 /** The control socket's path under a run dir. */
-export function hostSocket(run: string): string {
-  return `${run}/host.sock`;
+export function controlSocket(run: string): string {
+  return `${run}/control.sock`;
 }
 
 /** A served control socket. */
@@ -59,7 +59,7 @@ async function answer(
   } catch {
     throw new CtxError("EINVAL", "frame is not one JSON object");
   }
-  const p = hostRequest.safeParse(v);
+  const p = controlRequest.safeParse(v);
   if (!p.success) {
     const i = p.error.issues[0];
     throw new CtxError("EINVAL", `invalid frame: ${i?.path.join(".") || "frame"}: ${i?.message}`);
@@ -117,7 +117,7 @@ export const MAX_CONTROL_CONNS = 256;
 const MAX_BACKOFF_MS = 1000;
 
 /**
- * Serves `<run>/host.sock` (0666, close-on-exec) for the supervisor `sup()` returns. Start it
+ * Serves `<run>/control.sock` (0666, close-on-exec) for the supervisor `sup()` returns. Start it
  * before the supervisor. The listener is the host's own (made close-on-exec) and so is the accept
  * loop: an accept error (EMFILE, ENFILE, ...) is waited out, never the end of the listener, and
  * each connection is counted on its uid's cap ({@link MAX_CONNS_PER_UID}, as the agent sockets)
@@ -127,7 +127,7 @@ export function serveControl(
   sup: () => Supervisor | undefined,
   options: { root: string; run: string },
 ): Control {
-  const path = hostSocket(options.run);
+  const path = controlSocket(options.run);
   try {
     if (Deno.lstatSync(path).isSocket) Deno.removeSync(path); // a killed host's
   } catch { /* absent */ }

@@ -55,7 +55,7 @@ export type CapName = typeof CAP_NAMES[number];
  * these (inheritable and ambient empty). Each is needed by one operation (spec/runtime.md "What
  * still needs root"); every other capability is gone for good from the instance and from
  * everything it starts. A peer's `/proc` reads (sys_ptrace) and giving a uid its directories
- * (chown) are asked of the host instead (src/runtime/broker.ts); a non-root agent's steps are
+ * (chown) are asked of the host instead (src/host/broker.ts); a non-root agent's steps are
  * signalled as their uid (asSender in src/sys/fsid.ts: setuid, not kill).
  */
 export const INSTANCE_CAPS: readonly CapName[] = [

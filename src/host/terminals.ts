@@ -7,7 +7,7 @@ import { openSession, sessionRef } from "../store/session.ts";
 import { logTail, readyOf, terminalArgv } from "../term/launch.ts";
 import { asUser } from "../sys/fsid.ts";
 import { answersUnix } from "../sys/listen.ts";
-import { rotate, ROTATE_BYTES } from "./log.ts";
+import { rotate, ROTATE_BYTES } from "../runtime/log.ts";
 import { aliasPath, newTerminalId, sessionDir, userSocket } from "../term/locate.ts";
 import {
   dropReceipt,

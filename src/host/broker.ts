@@ -6,7 +6,7 @@ import { type Claim, claimsOf, runClaim } from "../store/session.ts";
 import { boundFile, notUnixStream, recvMsg, sendMsg, unixName } from "../sys/fdpass.ts";
 import { closeFd, pollReadable, Wake } from "../sys/listen.ts";
 import { peerCred } from "../sys/sock.ts";
-import { peerWorkspace } from "./peer.ts";
+import { peerWorkspace } from "../runtime/peer.ts";
 
 /** What one agent's broker checks a handed fd against, and where it may claim directories. */
 export interface BrokerOptions {

@@ -1,4 +1,4 @@
-/** Host control socket requests (`<run>/host.sock`, spec/runtime.md "Host control socket"). */
+/** Host control socket requests (`<run>/control.sock`, spec/runtime.md "Host control socket"). */
 import { z } from "zod";
 
 // Agent and session names as the host takes them (the terminal id grammar's characters).
@@ -7,7 +7,7 @@ const name = z.string().regex(/^[a-zA-Z0-9][a-zA-Z0-9._+-]{0,63}$/, {
 });
 
 /** One request line, strict: an unknown op or key, or a value of the wrong type, is EINVAL. */
-export const hostRequest = z.discriminatedUnion("op", [
+export const controlRequest = z.discriminatedUnion("op", [
   z.strictObject({ op: z.literal("ps") }),
   z.strictObject({ op: z.literal("status"), agent: name }),
   z.strictObject({
@@ -20,4 +20,4 @@ export const hostRequest = z.discriminatedUnion("op", [
   z.strictObject({ op: z.literal("stop"), agent: name }),
 ]);
 /** A host control request. */
-export type HostRequest = z.infer<typeof hostRequest>;
+export type ControlRequest = z.infer<typeof controlRequest>;

@@ -1,12 +1,12 @@
-/** Issue 24 items 2 and 13: `host.sock` cannot starve the daemon (a per-uid cap, a global cap well below the fd limit, an accept loop that outlives EMFILE) and a uid's terminals are bounded. */
+/** Issue 24 items 2 and 13: `control.sock` cannot starve the daemon (a per-uid cap, a global cap well below the fd limit, an accept loop that outlives EMFILE) and a uid's terminals are bounded. */
 import net from "node:net";
 import { assert, assertEquals, assertStringIncludes } from "../assert.ts";
 import { MAX_CONNS_PER_UID } from "../../src/runtime/server.ts";
-import { MAX_TERMINALS_PER_UID } from "../../src/runtime/terminals.ts";
+import { MAX_TERMINALS_PER_UID } from "../../src/host/terminals.ts";
 import { createAgent } from "../../src/store/agent_new.ts";
 import { BOUND_MS, type Target, withTarget } from "../fixture/mod.ts";
 
-/** A connection to host.sock that sends `frame` (`{"op":"ps"}`) and collects answer lines. */
+/** A connection to control.sock that sends `frame` (`{"op":"ps"}`) and collects answer lines. */
 interface Held {
   socket: net.Socket;
   lines: Record<string, unknown>[];
@@ -68,9 +68,9 @@ async function otherStatus(t: Target): Promise<void> {
   assertEquals(r.code, 0, `ctx agent status as 1000: ${r.stdout} ${r.stderr}`);
 }
 
-Deno.test("host.sock: one uid's connections past MAX_CONNS_PER_UID are refused EBUSY and hold no fd; other users' control ops and the mount answer during and after", async () => {
+Deno.test("control.sock: one uid's connections past MAX_CONNS_PER_UID are refused EBUSY and hold no fd; other users' control ops and the mount answer during and after", async () => {
   await withTarget(async (t) => {
-    const path = `${t.tree.run}/host.sock`;
+    const path = `${t.tree.run}/control.sock`;
     const pid = pidOf(t);
     const before = fds(pid);
     const held: Held[] = [];
@@ -104,11 +104,11 @@ Deno.test("host.sock: one uid's connections past MAX_CONNS_PER_UID are refused E
   }, { setup: (tree) => Deno.chmodSync(tree.dir, 0o755) });
 });
 
-Deno.test("host.sock: an accept error (EMFILE, the daemon's fds filled) does not end the listener: once fds are free, control ops answer again", async () => {
+Deno.test("control.sock: an accept error (EMFILE, the daemon's fds filled) does not end the listener: once fds are free, control ops answer again", async () => {
   // The daemon runs under a low RLIMIT_NOFILE, so root's held connections (under its per-uid
   // cap) fill its fd table and the next accept fails EMFILE.
   await withTarget(async (t) => {
-    const path = `${t.tree.run}/host.sock`;
+    const path = `${t.tree.run}/control.sock`;
     const pid = pidOf(t);
     const { open, limit } = fds(pid);
     assert(limit - open < MAX_CONNS_PER_UID, `only ${limit - open} fds left: lower the limit`);
@@ -147,7 +147,7 @@ Deno.test("host.sock: an accept error (EMFILE, the daemon's fds filled) does not
 /** The daemon's RLIMIT_NOFILE in the EMFILE test: its own fds at rest plus a few dozen. */
 const NOFILE = 80;
 
-Deno.test("host.sock: a uid's terminals are bounded (MAX_TERMINALS_PER_UID): one more start is refused EAGAIN and starts no ctxterm; root's control ops and the mount still answer", async () => {
+Deno.test("control.sock: a uid's terminals are bounded (MAX_TERMINALS_PER_UID): one more start is refused EAGAIN and starts no ctxterm; root's control ops and the mount still answer", async () => {
   const USER = 1000;
   await withTarget(async (t) => {
     const ws = `${t.tree.dir}/ws`;
@@ -179,9 +179,9 @@ Deno.test("host.sock: a uid's terminals are bounded (MAX_TERMINALS_PER_UID): one
   });
 });
 
-Deno.test("host.sock: a request off its schema (an extra key, a wrong type, not an object) is EINVAL and does nothing; a well-formed one answers", async () => {
+Deno.test("control.sock: a request off its schema (an extra key, a wrong type, not an object) is EINVAL and does nothing; a well-formed one answers", async () => {
   await withTarget(async (t) => {
-    const path = `${t.tree.run}/host.sock`;
+    const path = `${t.tree.run}/control.sock`;
     const answer = async (frame: unknown) => {
       const h = await ask(path, frame);
       try {

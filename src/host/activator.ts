@@ -5,7 +5,7 @@ import { closeFd, pollReadable, Wake } from "../sys/listen.ts";
  * Waits for readability of every armed listening fd with ONE nonblocking poll (plus an eventfd
  * that re-arms the wait when the set changes): event-driven, no timers. A readable fd is disarmed
  * before `onReadable` hears of it; the supervisor arms it again when the instance has exited.
- * The activator never accepts: the supervisor does (src/runtime/supervisor.ts `#admit`), then
+ * The activator never accepts: the supervisor does (src/host/supervisor.ts `#admit`), then
  * arms the fd again or starts the instance.
  */
 export class Activator {
