@@ -46,6 +46,20 @@ function idleSeconds(v: string | undefined): number {
   return seconds(v, "idle-timeout", 300);
 }
 
+/** An approval's wait from CTX_APPROVAL_TIMEOUT (seconds; instances inherit it), or the default. */
+function approvalMs(): number | undefined {
+  const v = Deno.env.get("CTX_APPROVAL_TIMEOUT");
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (v.trim() === "" || !Number.isFinite(n) || n <= 0) {
+    throw new CtxError(
+      "EINVAL",
+      `CTX_APPROVAL_TIMEOUT must be a positive number of seconds, not "${v}"`,
+    );
+  }
+  return n * 1000;
+}
+
 /**
  * The argv that starts `cortexfsd instance` the way this process was started: compiled, from the
  * built single file (its pinned deno on its own bundle) or from a checkout (src/program/self.ts).
@@ -129,6 +143,7 @@ async function settings(flags: Flags): Promise<Settings> {
   // Refused here, before anything serves: every instance would refuse it at its own start.
   const { toolCache } = await import("../src/tool/config.ts");
   toolCache(Deno.env.get("CTX_TOOL_CACHE"));
+  approvalMs(); // a bad value fails the host at start, not each instance
   if (!Number.isFinite(ttl) || ttl < 0) {
     throw new CtxError(
       "EINVAL",
@@ -373,6 +388,7 @@ async function instance(
     mount: o.mount,
     idleMs: idleSeconds(o.idleTimeout) * 1000,
     toolCache: Deno.env.get("CTX_TOOL_CACHE"),
+    approvalTimeoutMs: approvalMs(),
     env: Deno.env.toObject(),
     conn: o.conn,
   });

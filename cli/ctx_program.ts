@@ -24,10 +24,18 @@ export interface Start {
   checkout?: string;
 }
 
-/** Parses `args` (Deno.args) with commander and runs the command; sets the exit code. */
-export async function main(args: readonly string[], start: Start): Promise<void> {
+/** How the commands reach the tree (found once, on first use) and the provider secrets. */
+interface Access {
+  env: Record<string, string>;
+  tree: () => FoundTree;
+  root: () => string;
+  /** Where provider keys live. */
+  secrets: () => string;
+}
+
+/** The tree from `--root`/CTX_ROOT/the mounts, found on first use; where the secrets are. */
+function access(program: Command, start: Start): Access {
   const { env, checkout } = start;
-  const program = new Command("ctx");
   let found: FoundTree | undefined;
   const tree = () => found ??= findTree({ root: program.opts().root, env, checkout });
   const root = () => tree().root;
@@ -40,8 +48,10 @@ export async function main(args: readonly string[], start: Start): Promise<void>
     } catch { /* no tree: the host's store */ }
     return resolvePaths({ dev, env }).secrets;
   };
+  return { env, tree, root, secrets };
+}
 
-  const EXAMPLES = `
+const EXAMPLES = `
 Examples:
   ctx status                                  which tree, its state, agents and tools
   ctx agent send coder "hello"                one message, the answer streamed
@@ -58,6 +68,8 @@ The tree is --root, else CTX_ROOT, else the first live mount of /ctx and this ch
 .dev/ctx (\`sudo tools/deno task dev\`). Exit codes: 0 ok, 1 failed, 2 usage or invalid input,
 13 access denied, 69 unavailable (no mount found, daemon gone), 70 internal error.`;
 
+/** The program itself: its description, global options and the one error format. */
+function describe(program: Command): void {
   program
     .description("CortexFS human CLI: inspect and edit the tree (default: the mount at /ctx)")
     .version(`ctx ${VERSION}`, "-V, --version", "print the version")
@@ -70,7 +82,10 @@ The tree is --root, else CTX_ROOT, else the first live mount of /ctx and this ch
       outputError: (msg, write) =>
         write(`ctx: EINVAL: ctx: ${msg.replace(/^error: /, "").trim()}\n`),
     });
+}
 
+/** status, ls, cat, set, why, validate-name: reading and editing the tree. */
+function addTreeCommands(program: Command, { tree, root }: Access): void {
   program
     .command("status")
     .description("print the tree's status (the default command)")
@@ -141,7 +156,10 @@ The tree is --root, else CTX_ROOT, else the first live mount of /ctx and this ch
         checkName(name, { kind: o.kind as "agent" });
       })
     );
+}
 
+/** `storage update`. */
+function addStorage(program: Command, { env }: Access): void {
   program
     .command("storage")
     .description("storage generations")
@@ -158,7 +176,10 @@ The tree is --root, else CTX_ROOT, else the first live mount of /ctx and this ch
       const storage = o.storage ?? resolvePaths({ env }).storage;
       return guarded(storage, () => storageUpdate({ ...o, storage, env }));
     });
+}
 
+/** `provider set`. */
+function addProvider(program: Command, { env, secrets }: Access): void {
   program
     .command("provider")
     .description("provider secrets, kept on the host only")
@@ -183,7 +204,10 @@ The tree is --root, else CTX_ROOT, else the first live mount of /ctx and this ch
         );
       })
     );
+}
 
+/** `model new` and `model list`. */
+function addModel(program: Command, args: readonly string[], { root, secrets }: Access): void {
   const model = program
     .command("model")
     .description("model objects: make one for a provider (root), list them");
@@ -223,7 +247,10 @@ The tree is --root, else CTX_ROOT, else the first live mount of /ctx and this ch
         for (const l of modelList(root(), secrets())) console.log(l);
       })
     );
+}
 
+/** `doctor`. */
+function addDoctor(program: Command): void {
   program
     .command("doctor")
     .description("check that bubblewrap can create its namespaces here (exit 0 ok, 69 not)")
@@ -235,7 +262,14 @@ The tree is --root, else CTX_ROOT, else the first live mount of /ctx and this ch
         if (!r.ok) Deno.exitCode = EXIT.unavailable;
       })
     );
+}
 
+/** `agent ...` and `terminal ...`: the socket client loads only when the command line names them. */
+async function addSocketCommands(
+  program: Command,
+  args: readonly string[],
+  { root, env }: Access,
+): Promise<void> {
   addAgentCommands(
     program.command("agent").description("agent objects and sessions"),
     { root, env },
@@ -259,10 +293,28 @@ The tree is --root, else CTX_ROOT, else the first live mount of /ctx and this ch
     // `ctx help terminal`) registers the real command above.
     program.command("terminal").description(TERMINAL_HELP);
   }
+}
 
+/** Every command of `ctx`, registered on a new program (the socket ones only when `args` need them). */
+async function ctxProgram(args: readonly string[], start: Start): Promise<Command> {
+  const program = new Command("ctx");
+  const a = access(program, start);
+  describe(program);
+  addTreeCommands(program, a);
+  addStorage(program, a);
+  addProvider(program, a);
+  addModel(program, args, a);
+  addDoctor(program);
+  await addSocketCommands(program, args, a);
+  return program;
+}
+
+/** Parses `args` (Deno.args) with commander and runs the command; sets the exit code. */
+export async function main(args: readonly string[], start: Start): Promise<void> {
+  const p = await ctxProgram(args, start);
   try {
     // No command at all means `ctx status` (spec-digest 9).
-    await program.parseAsync(args.length ? [...args] : ["status"], { from: "user" });
+    await p.parseAsync(args.length ? [...args] : ["status"], { from: "user" });
   } catch (e) {
     if (e instanceof CommanderError) {
       Deno.exitCode = e.exitCode === 0 ? EXIT.ok : EXIT.usage;

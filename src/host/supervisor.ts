@@ -185,7 +185,10 @@ export async function startSupervisor(o: SupervisorOptions): Promise<Supervisor>
     stop,
     onReaped: (agent) => presence.set(agent, "idle", null),
   });
-  await reapGroups(groupsDir(o.run));
+  // What a killed host's agents left running, as one record in the host's log.
+  console.error(
+    `cortexfsd: reaped agent groups: ${JSON.stringify(await reapGroups(groupsDir(o.run)))}`,
+  );
   const terms = await startTerminals({
     root: o.root,
     run: o.run,

@@ -29,6 +29,8 @@ export interface InstanceOptions {
   /** Exit after this long with no connection and no run (ms). */
   idleMs: number;
   toolCache?: string;
+  /** How long an approval_request waits for its answer (default: the runtime's, 60 s). */
+  approvalTimeoutMs?: number;
   /** The process environment (LISTEN_FDS, LISTEN_PID). */
   env: Record<string, string | undefined>;
   /** The host handed over its first client's connection as {@link CONN_FD}. */
@@ -197,6 +199,7 @@ export async function runInstance(o: InstanceOptions): Promise<number> {
     run: o.run,
     mount: o.mount,
     toolCache: o.toolCache,
+    approvalTimeoutMs: o.approvalTimeoutMs,
     instance: {
       agent: o.agent,
       fd: LISTEN_FD,
@@ -207,6 +210,9 @@ export async function runInstance(o: InstanceOptions): Promise<number> {
     changed: watch,
   });
   for (const r of rt.recovered) console.error(`instance ${o.agent}: closed interrupted run ${r}`);
+  // What its start found, as one record in the agent's log (what a crash left, what is skipped).
+  const { recovered, broken, reaped } = rt;
+  console.error(`instance ${o.agent}: started: ${JSON.stringify({ recovered, broken, reaped })}`);
   Deno.addSignalListener("SIGTERM", () => void end("stop"));
   Deno.addSignalListener("SIGINT", () => void end("stop"));
   void host.closed.then(() => end("host"));

@@ -584,7 +584,7 @@ for (
       assertEquals([err?.code, events.at(-1)?.status], ["E2BIG", "error"]);
       // The turn is not half-recorded: only the user message is.
       assertEquals(messages.map((m) => m.role), ["user"]);
-      const peak = peakMiB(w.d.child.pid);
+      const peak = peakMiB(w.d.instancePid("m")!); // the process that ran the turn
       // ~110 MiB measured with the bound; the flood alone is 64 MiB of text, twice that as UTF-16.
       assert(peak < 256, `the daemon peaked at ${peak} MiB`);
     } finally {

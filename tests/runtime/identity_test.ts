@@ -84,7 +84,7 @@ Deno.test({
   },
 });
 
-Deno.test("agent/<n>.d/status and pid: ready with the daemon pid while served, busy during a run, dead after", async () => {
+Deno.test("agent/<n>.d/status and pid: idle while served with no instance, ready with the instance's pid once it serves, busy during a run, dead after", async () => {
   const f = await makeTree();
   addTestAgent(f, "t");
   const read = () => {
@@ -94,18 +94,18 @@ Deno.test("agent/<n>.d/status and pid: ready with the daemon pid while served, b
   const before = read();
   const d = await startRuntimeDaemon(f);
   try {
-    const pid = `${d.child.pid}\n`;
-    const served = read();
+    const served = read(); // the host serves the socket; no instance runs until a client comes
     const c = await Raw.connect(`${f.root}/agent/t.sock`);
     c.write({ op: "send", id: "slow-1", input: "slow" });
     await c.until((fs) => fs.some((x) => x.type === "start"));
     const busy = read();
+    const pid = `${d.instancePid("t")}\n`;
     await c.run();
     c.close();
     const after = read();
     assertEquals({ before, served, busy, after }, {
       before: { status: "dead\n", pid: "" },
-      served: { status: "ready\n", pid },
+      served: { status: "idle\n", pid: "" },
       busy: { status: "busy\n", pid },
       after: { status: "ready\n", pid },
     });
@@ -132,12 +132,12 @@ Deno.test("a torn history tail isolates that session only: startup reports it, r
     const torn = Deno.readTextFileSync(`${dir}/events.jsonl`) + '{"type":"start","run":"ctx-';
     Deno.writeTextFileSync(`${dir}/events.jsonl`, torn);
     d = await startRuntimeDaemon(f);
-    assertEquals(d.ready.broken, [{
+    assertEquals((await d.started("t")).broken, [{
       dir,
       errno: "EIO",
       message: "history ends without a newline (truncated record)",
     }]);
-    assertEquals(d.ready.agents, ["coder", "t"]);
+    assertEquals(d.agents(), ["coder", "t"]);
     const bad = await ctx(f, ["agent", "send", "t", "--session", "default", "echo", "three"]);
     assertEquals(bad.code !== 0, true);
     assert(bad.stderr.includes("EIO") && bad.stderr.includes(dir), bad.stderr);

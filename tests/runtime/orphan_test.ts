@@ -48,7 +48,7 @@ Deno.test("after kill -9 of the daemon its agent's sandbox dies with it (a child
   const bystander = new Deno.Command("setsid", { args: ["sleep", "60"], stdin: "null" }).spawn();
   let d = await startRuntimeDaemon(f);
   try {
-    assertEquals(d.ready.reaped, { stopped: [], stale: [], unchecked: [] });
+    assertEquals(d.reaped(), { stopped: [], stale: [], unchecked: [] });
     // A finished step leaves no receipt behind.
     const c0 = await Raw.connect(`${f.root}/agent/t.sock`);
     c0.write({ op: "send", id: "quick", input: "echo hi" });
@@ -106,7 +106,7 @@ Deno.test("after kill -9 of the daemon its agent's sandbox dies with it (a child
     );
 
     d = await startRuntimeDaemon(f);
-    assertEquals(d.ready.reaped, {
+    assertEquals(d.reaped(), {
       stopped: [],
       stale: [`${bystander.pid}.json`, "99999999.json", `${leader}.json`].sort(),
       unchecked: [],
@@ -114,7 +114,7 @@ Deno.test("after kill -9 of the daemon its agent's sandbox dies with it (a child
     assertEquals(alive(bystander.pid), true);
     assertEquals(receipts(f), []);
     // The interrupted run was closed, and the runtime serves the next request.
-    assertEquals(d.ready.recovered, [run]);
+    assertEquals((await d.started("t")).recovered, [run]);
     const c2 = await Raw.connect(`${f.root}/agent/t.sock`);
     c2.write({ op: "send", id: "after", input: "echo again" });
     assertEquals((await c2.run()).at(-1)?.status, "ok");
@@ -152,7 +152,7 @@ Deno.test("a receipt whose pid is gone, or that does not parse, is dropped witho
     Deno.writeTextFileSync(`${groupsDir(f.run)}/junk.json`, "{not json");
     const d = await startRuntimeDaemon(f);
     await d.stop();
-    assertEquals(d.ready.reaped, {
+    assertEquals(d.reaped(), {
       stopped: [],
       stale: [`${gone.pid}.json`, "junk.json"].sort(),
       unchecked: [],

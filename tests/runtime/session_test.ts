@@ -226,7 +226,7 @@ Deno.test("a repeated request id replays the stored frames, runs nothing again, 
     assertEquals(other.map((x) => [x.type, x.code]), [["error", "EINVAL"]]);
     await d.stop();
     // The index is a view: delete it, restart, and the replay still holds.
-    Deno.removeSync(`${f.run}/runs.sqlite`);
+    Deno.removeSync(`${f.run}/index/t.sqlite`); // t's instance's own index
     d = await startRuntimeDaemon(f);
     assertEquals(await request(f, "t", frame), replayed(first));
     assertEquals([...Deno.readDirSync(f.logs)].length, runsBefore);

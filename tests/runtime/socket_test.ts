@@ -1,6 +1,5 @@
 /** Rule 1: one socket per agent with its tree alias, SO_PEERCRED authority, frame validation, no fd leaks. */
 import { assert, assertEquals } from "../assert.ts";
-import { startRuntime } from "../../src/runtime/mod.ts";
 import { createAgent } from "../../src/store/agent_new.ts";
 import { replaceFile } from "../../src/store/atomic.ts";
 import {
@@ -11,6 +10,7 @@ import {
   makeTree,
   PEER,
   Raw,
+  sh,
   startRuntimeDaemon,
 } from "../fixture/mod.ts";
 
@@ -19,7 +19,7 @@ Deno.test("every agent gets <run>/agent/<name>.sock, aliased at agent/<name>.soc
   addTestAgent(f, "t1");
   const d = await startRuntimeDaemon(f);
   try {
-    assertEquals(d.ready.agents, ["coder", "t1"]);
+    assertEquals(d.agents(), ["coder", "t1"]);
     for (const a of ["coder", "t1"]) {
       const sock = `${f.run}/agent/${a}.sock`;
       const st = Deno.lstatSync(sock);
@@ -27,14 +27,21 @@ Deno.test("every agent gets <run>/agent/<name>.sock, aliased at agent/<name>.soc
       assertEquals(st.mode! & 0o777, 0o666);
       assertEquals(Deno.readLinkSync(`${f.root}/agent/${a}.sock`), sock);
     }
-    // Sockets are reachable by name but not listable; receipts and the run index are root's.
-    const mode = (p: string) => Deno.statSync(`${f.run}/${p}`).mode! & 0o777;
-    assertEquals(
-      ["agent", "temp", "groups", "runs.sqlite", "runs.sqlite-wal", "runs.sqlite-shm"].map(mode),
-      [0o711, 0o711, 0o700, 0o600, 0o600, 0o600],
-    );
     const out = await ctx(f, ["agent", "send", "coder", "through", "the", "alias"]);
     assertEquals(out, { code: 0, stdout: "through the alias\n", stderr: "" });
+    // Sockets are reachable by name but not listable; receipts and the run index are root's
+    // (coder's instance, started by the send above, made its own index).
+    const mode = (p: string) => Deno.statSync(`${f.run}/${p}`).mode! & 0o777;
+    const index = [
+      "index",
+      "index/coder.sqlite",
+      "index/coder.sqlite-wal",
+      "index/coder.sqlite-shm",
+    ];
+    assertEquals(
+      ["agent", "temp", "groups", ...index].map(mode),
+      [0o711, 0o711, 0o700, 0o700, 0o600, 0o600, 0o600],
+    );
   } finally {
     await d.stop();
     await cleanup(f);
@@ -156,23 +163,28 @@ Deno.test("listener and connection fds are close-on-exec: an agent process holds
   }
 });
 
-Deno.test("an agent created while the runtime runs is served at once through serve() (no watcher)", async () => {
+Deno.test("an agent created while the runtime runs is served at once through the mount's create path (no watcher)", async () => {
   const f = await makeTree();
-  const rt = await startRuntime({ root: f.root, run: f.run });
+  const d = await startRuntimeDaemon(f);
   try {
-    assertEquals(rt.agents(), ["coder"]);
+    assertEquals(d.agents(), ["coder"]);
     createAgent(f.root, "late", { uid: 0, gid: 0 });
     replaceFile(`${f.root}/agent/late.d/approval`, "auto\n");
     // Nothing is served until the create path calls back: there is no polling.
-    assertEquals(rt.agents(), ["coder"]);
-    const path = await rt.serve("late");
-    assertEquals(path, `${f.run}/agent/late.sock`);
-    assertEquals(rt.agents(), ["coder", "late"]);
+    assertEquals(d.agents(), ["coder"]);
+    // The create path: a staged entry renamed onto agent/late through the mount.
+    const staged = `${f.mount}/agent/.late.tmp-1-a`;
+    const put = await sh(`cp ${f.root}/agent/late ${staged} && mv ${staged} ${f.mount}/agent/late`);
+    assertEquals(put.code, 0, put.stderr);
+    const path = `${f.run}/agent/late.sock`;
+    assert(Deno.lstatSync(path).isSocket);
+    assertEquals(d.agents(), ["coder", "late"]);
     const out = await ctx(f, ["agent", "send", "late", "hello", "late"]);
     assertEquals(out, { code: 0, stdout: "hello late\n", stderr: "" });
     // Removing the definition stops the socket and drops its alias; the session stays.
-    await rt.unserve("late");
-    assertEquals(rt.agents(), ["coder"]);
+    const rm = await sh(`rm ${f.mount}/agent/late`);
+    assertEquals(rm.code, 0, rm.stderr);
+    assertEquals(d.agents(), ["coder"]);
     const gone = (p: string) => {
       try {
         Deno.lstatSync(p);
@@ -183,7 +195,7 @@ Deno.test("an agent created while the runtime runs is served at once through ser
     };
     assertEquals([gone(path), gone(`${f.root}/agent/late.sock`)], [true, true]);
   } finally {
-    await rt.close();
+    await d.stop();
     await cleanup(f);
   }
 });

@@ -35,7 +35,7 @@ Deno.test("kill -9 of the daemon mid-run: history stays parseable, the run is cl
     const mid = history(f, "t"); // parses, or throws EIO
     assertEquals(mid.events.map((x) => x.type), ["start", "delta"]);
     d = await startRuntimeDaemon(f);
-    assertEquals(d.ready.recovered, [run]);
+    assertEquals((await d.started("t")).recovered, [run]);
     const after = history(f, "t");
     assertEquals(after.events.map((x) => [x.type, x.code ?? x.status ?? null]), [
       ["start", null],

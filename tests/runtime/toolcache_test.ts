@@ -60,7 +60,7 @@ Deno.test("the daemon's CTX_TOOL_CACHE reaches tsh as its capacity, and no tool 
       (x) => x.stop().then(() => "started"),
       (e: Error) => e.message,
     );
-    assertEquals(bad.startsWith("daemon exited before ready"), true, bad);
+    assertEquals(bad.startsWith("cortexfsd exited 2:"), true, bad);
   } finally {
     await cleanup(f);
   }

@@ -4,11 +4,12 @@ import { createAgent } from "../../src/store/agent_new.ts";
 import {
   addTestAgent,
   cleanup,
-  DENO,
   makeTree,
   Raw,
-  RUNTIME_DAEMON,
+  type RuntimeDaemon,
+  startRuntimeDaemon,
   type Tree,
+  until,
 } from "../fixture/mod.ts";
 
 /** Every wait on the daemon is bounded: a frozen daemon fails the test, it never stalls CI. */
@@ -31,65 +32,23 @@ async function within<T>(p: Promise<T>, what: string): Promise<T> {
   }
 }
 
-interface Booted {
-  ready: { broken: { dir: string; errno: string; message: string }[]; agents: string[] };
-  /** What the daemon wrote to stderr so far. */
-  log(): string;
+interface Booted extends RuntimeDaemon {
   /** SIGTERM; SIGKILL when a frozen daemon cannot act on it within the bound. */
-  stop(): Promise<void>;
+  stop(): Promise<number>;
 }
 
-/** Starts the runtime daemon (tests/fixture/bin/daemon.ts); a daemon that is not ready within the bound is killed (fails). */
+/** Starts cortexfsd (host and instances); one that is not serving within the bound fails. */
 async function boot(f: Tree): Promise<Booted> {
-  const child = new Deno.Command(DENO, {
-    args: ["run", "-A", RUNTIME_DAEMON, "--root", f.root, "--run", f.run],
-    clearEnv: true,
-    env: { PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin", HOME: "/root", NO_COLOR: "1" },
-    stdin: "null",
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  const lines = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
-  const log = child.stderr.pipeThrough(new TextDecoderStream()).getReader();
-  const drain = (r: ReadableStreamDefaultReader<string>, keep: string[]) =>
-    (async () => {
-      for (let x = await r.read(); !x.done; x = await r.read()) keep.push(x.value);
-    })();
-  const errs: string[] = [];
-  const logged = drain(log, errs);
-  let exited = false;
+  const d = await within(startRuntimeDaemon(f), "daemon start");
   const stop = async () => {
-    if (exited) return;
-    exited = true;
-    child.kill("SIGTERM");
     try {
-      await within(child.status, "daemon stop");
+      return await within(d.stop(), "daemon stop");
     } catch {
-      child.kill("SIGKILL");
-      await child.status;
+      await d.kill9();
+      return -1;
     }
-    await lines.cancel().catch(() => {});
-    await logged;
   };
-  try {
-    const first = await within(
-      (async () => {
-        let buf = "";
-        while (!buf.includes("\n")) {
-          const { value, done } = await lines.read();
-          if (done) throw new Error(`daemon exited before ready: ${errs.join("")}`);
-          buf += value;
-        }
-        return buf.slice(0, buf.indexOf("\n"));
-      })(),
-      "daemon start",
-    );
-    void drain(lines, []).catch(() => {});
-    return { ready: JSON.parse(first), log: () => errs.join(""), stop };
-  } catch (e) {
-    await stop();
-    throw e;
-  }
+  return { ...d, stop };
 }
 
 /** One request on a fresh connection: its frames up to `done`, `status` or a request error. */
@@ -177,14 +136,16 @@ async function fifoCase(target: string, options: { other: boolean }) {
       },
     );
     assert(Deno.lstatSync(path).isFifo, "the FIFO is refused, never replaced or repaired");
-    assert(d.log().includes(`EIO: ${path} is a FIFO`), d.log());
+    // The instance's stderr reaches the agent's log through its host.
+    const said = `EIO: ${path} is a FIFO`;
+    await until(() => d.agentLog("mine").includes(said), said, BOUND);
     await d.stop();
     // A restart with the FIFO in place: it starts, reports the session broken, and serves the rest.
     d = await boot(f);
-    const mine = d.ready.broken.filter((b) => b.dir === victim);
+    const mine = (await d.started("mine")).broken.filter((b) => b.dir === victim);
     assertEquals(mine.map((b) => [b.errno, b.message.includes(path)]), [["EIO", true]]);
-    assert(d.log().includes(`skipping ${victim}`), d.log());
-    assertEquals(d.ready.agents.includes("mine") && d.ready.agents.includes("t"), true);
+    assert(d.agentLog("mine").includes(`skipping ${victim}`), d.agentLog("mine"));
+    assertEquals(d.agents().includes("mine") && d.agents().includes("t"), true);
     const [again, resent, after] = await Promise.all([
       ask(f, "mine", { op: "resume", session: "victim" }),
       ask(f, "mine", send("victim-2", "victim", "once more")),
@@ -240,7 +201,7 @@ Deno.test("a symlink planted as events.jsonl to a root-only file is refused with
     );
     await d.stop();
     d = await boot(f);
-    const broken = d.ready.broken.filter((b) => b.dir === dir);
+    const broken = (await d.started("t")).broken.filter((b) => b.dir === dir);
     assertEquals(broken.map((b) => [b.errno, b.message.includes(path)]), [["EIO", true]]);
     // The replay of a request id the secret names finds nothing: the link is never read.
     const replay = await ask(f, "t", send("secret-1", "victim", "echo three"));

@@ -52,13 +52,14 @@ Deno.test("connections over MAX_CONNS_PER_UID get one EBUSY frame and are closed
   const extra: Watcher[] = [];
   try {
     const sock = `${f.root}/agent/coder.sock`;
-    const pid = (d.ready as unknown as { pid: number }).pid;
     for (let i = 0; i < MAX_CONNS_PER_UID; i++) {
       const c = await Raw.connect(sock);
       c.write({ op: "resume", session: "none" });
       await c.until((fs) => fs.length === 1, { boundMs: 10_000 }); // admitted and answered
       held.push(c);
     }
+    // The process serving the connections: coder's instance.
+    const pid = d.instancePid("coder")!;
     const base = sockets(pid);
     for (let i = 0; i < 16; i++) extra.push(await watch(sock, 5_000));
     const texts = await Promise.all(extra.map((w) => w.ended));
