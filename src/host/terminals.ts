@@ -251,6 +251,9 @@ export async function startTerminals(o: TerminalsOptions): Promise<Terminals> {
       void exit.promise.then(() => resolve(text));
     });
     if (!readyOf(ready)) {
+      // A unit that answered something else but lives on would hold this start forever: stop it
+      // as its receipt proves, then say why.
+      await stopVerified(receipt, { graceMs: o.graceMs, exited: live.exited });
       await live.exited;
       const why = logTail(log);
       throw new CtxError("EIO", `ctxterm did not start${why ? `: ${why}` : ""}`, { path: log });

@@ -18,7 +18,7 @@ const root = Deno.uid() === 0;
 function standIn(mark: string, receipt: string): string[] {
   const script = `read line; [ "$line" = go ] || exit 0
 [ -f '${receipt}' ] && echo held > '${mark}'
-printf '{"ready":true,"pid":%s,"socket":"s","child":0}\\n' $$
+printf '{"ready":true,"pid":%s,"socket":"s","child":%s}\\n' $$ $$
 exec sleep 600`;
   return ["/bin/sh", "-c", script, "standin"];
 }
@@ -230,7 +230,7 @@ Deno.test({
     // A stand-in that says one line on stderr (ctxterm's stderr is appended to the log).
     const script = `read line; [ "$line" = go ] || exit 0
 echo "stand-in $$ started" >&2
-printf '{"ready":true,"pid":%s,"socket":"s","child":0}\\n' $$
+printf '{"ready":true,"pid":%s,"socket":"s","child":%s}\\n' $$ $$
 exec sleep 600`;
     const terms = await startTerminals({
       root: f.root,
@@ -256,6 +256,39 @@ exec sleep 600`;
         `stand-in ${a.terminal.pid} started\nstand-in ${b.terminal.pid} started\n`,
       );
       assertEquals(Deno.readTextFileSync(`${log}.1`), old);
+    } finally {
+      closeFd(ws);
+      await terms.close();
+      await Deno.remove(f.dir, { recursive: true });
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "a terminal unit that answers something other than a ready line and lives on is stopped by its receipt, and the start is EIO (never a wait for its exit)",
+  ignore: !root,
+  async fn() {
+    const f = await makeTree();
+    const pidFile = `${f.dir}/pid`;
+    const script = `read line; [ "$line" = go ] || exit 0
+echo $$ > '${pidFile}'
+echo '{"ready":"soon"}'
+exec sleep 600`;
+    const terms = await startTerminals({
+      root: f.root,
+      run: f.run,
+      command: ["/bin/sh", "-c", script, "standin"],
+      graceMs: 200,
+    });
+    const ws = openDir(f.dir);
+    try {
+      const err = await terms.start({ agent: "coder", session: "default", uid: 0, workspace: ws })
+        .then(() => null, (e) => e as CtxError);
+      assertEquals(err?.errno, "EIO");
+      const pid = Number(Deno.readTextFileSync(pidFile));
+      assert(gone(pid), "the unit that never became ready is gone");
+      assertEquals(terms.list("coder"), []);
     } finally {
       closeFd(ws);
       await terms.close();
