@@ -9,6 +9,7 @@ import type { AgentDef } from "../store/agent.ts";
 import { ensureAgentHome } from "../store/session.ts";
 import { asUser } from "../sys/fsid.ts";
 import { close } from "../sys/libc.ts";
+import { ignore } from "../abi/errno.ts";
 
 /** Where the view comes from besides the agent's controls. */
 export interface ViewOptions {
@@ -47,7 +48,14 @@ export function layoutOnce(): ReturnType<typeof hostLayout> {
 function real(p: string): string {
   try {
     return Deno.realPathSync(p);
-  } catch {
+  } catch (e) {
+    ignore(
+      e,
+      Deno.errors.NotFound,
+      Deno.errors.NotADirectory,
+      Deno.errors.PermissionDenied,
+      "ELOOP",
+    );
     const i = p.lastIndexOf("/");
     return i > 0 ? `${real(p.slice(0, i))}/${p.slice(i + 1)}` : p;
   }
