@@ -1,5 +1,5 @@
 /** Where a session's terminals live: resource dirs, the ABI socket alias, the user runtime socket, and the resolution order between them. */
-import { CtxError } from "../abi/errno.ts";
+import { CtxError, ignore } from "../abi/errno.ts";
 import { sessionBase } from "../abi/layout.ts";
 import { parseTerminalEvents, type TerminalEvent, terminalMeta } from "../abi/terminal.ts";
 import type { TerminalMeta } from "../abi/terminal.ts";
@@ -96,7 +96,8 @@ function names(dir: string): string[] {
   try {
     return [...Deno.readDirSync(dir)].filter((e) => e.isDirectory && !e.name.startsWith("."))
       .map((e) => e.name).sort();
-  } catch {
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound, Deno.errors.NotADirectory);
     return [];
   }
 }
