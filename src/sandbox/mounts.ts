@@ -86,7 +86,13 @@ function realMount(m: string): string {
   try {
     return `${Deno.realPathSync(m.slice(0, i))}${m.slice(i)}`;
   } catch (e) {
-    ignore(e, Deno.errors.NotFound, Deno.errors.NotADirectory, Deno.errors.PermissionDenied);
+    ignore(
+      e,
+      Deno.errors.NotFound,
+      Deno.errors.NotADirectory,
+      Deno.errors.PermissionDenied,
+      Deno.errors.NotCapable,
+    );
     return m;
   }
 }

@@ -83,7 +83,7 @@ function resolve(p: string, from: string): string | null {
   try {
     return Deno.realPathSync(p.startsWith("/") ? p : `${from}/${p}`);
   } catch (e) {
-    ignore(e, Deno.errors.NotFound, Deno.errors.NotADirectory);
+    ignore(e, Deno.errors.NotFound, Deno.errors.NotADirectory, Deno.errors.NotCapable);
     return null;
   }
 }
