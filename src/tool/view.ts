@@ -54,6 +54,7 @@ function real(p: string): string {
       Deno.errors.NotFound,
       Deno.errors.NotADirectory,
       Deno.errors.PermissionDenied,
+      Deno.errors.NotCapable, // tsh has no --allow-all: Deno refuses /proc and /dev paths
       "ELOOP",
     );
     const i = p.lastIndexOf("/");
