@@ -122,23 +122,6 @@ export function ignore(e: unknown, ...kinds: ErrorKind[]): void {
   if (!isKind(e, ...kinds)) throw e;
 }
 
-/** `fn()`, or undefined when it throws NotFound (or one of `kinds`); any other error propagates. */
-export function ifExists<T>(fn: () => Promise<T>, ...kinds: ErrorKind[]): Promise<T | undefined>;
-export function ifExists<T>(fn: () => T, ...kinds: ErrorKind[]): T | undefined;
-export function ifExists<T>(fn: () => T | Promise<T>, ...kinds: ErrorKind[]) {
-  const expected = kinds.length ? kinds : [Deno.errors.NotFound];
-  const miss = (e: unknown) => {
-    ignore(e, ...expected);
-    return undefined;
-  };
-  try {
-    const v = fn();
-    return v instanceof Promise ? v.catch(miss) : v;
-  } catch (e) {
-    return miss(e);
-  }
-}
-
 /** Process exit codes of the CLIs (spec: 0 ok, 1 generic, 2 usage/invalid, 13 EACCES, 69 unavailable, 70 internal). */
 export const EXIT = {
   ok: 0,
