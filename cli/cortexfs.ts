@@ -6,7 +6,7 @@
  * runs this entry only for what is not a program.
  */
 import { Command, CommanderError } from "commander";
-import { EXIT, exitCode, toCtxError } from "../src/abi/errno.ts";
+import { EXIT, exitCode, ignore, toCtxError } from "../src/abi/errno.ts";
 import { VERSION } from "../src/abi/version.ts";
 import { install } from "../src/program/install.ts";
 import { programArgv, self } from "../src/program/self.ts";
@@ -68,7 +68,9 @@ program
       if (Deno.statSync(`${here.lib}/agent.sh`).isFile) {
         files = [{ name: "agent.sh", src: `${here.lib}/agent.sh` }];
       }
-    } catch { /* a build without agent.sh */ }
+    } catch (e) {
+      ignore(e, Deno.errors.NotFound); /* a build without agent.sh */
+    }
     const r = install({
       exe: here.exe,
       programs,

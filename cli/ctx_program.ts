@@ -7,13 +7,14 @@ import {
   type FoundTree,
   guarded,
   ls,
+  NoTreeError,
   set,
   status,
   storageUpdate,
   TERMINAL_HELP,
   why,
 } from "../src/ctx/mod.ts";
-import { EXIT } from "../src/abi/errno.ts";
+import { EXIT, ignore } from "../src/abi/errno.ts";
 import { VERSION } from "../src/abi/version.ts";
 import { resolvePaths } from "../src/store/paths.ts";
 
@@ -45,7 +46,9 @@ function access(program: Command, start: Start): Access {
     let dev: string | undefined;
     try {
       if (checkout && tree().via === "dev") dev = checkout;
-    } catch { /* no tree: the host's store */ }
+    } catch (e) {
+      ignore(e, NoTreeError); /* no tree: the host's store */
+    }
     return resolvePaths({ dev, env }).secrets;
   };
   return { env, tree, root, secrets };

@@ -9,6 +9,7 @@
 import { tshBundle } from "../src/tool/bundle.ts";
 import { VERSION } from "../src/abi/version.ts";
 import { buildSingle, type SingleResult } from "./single.ts";
+import { ignore } from "../src/abi/errno.ts";
 
 const here = new URL("..", import.meta.url).pathname.replace(/\/$/, "");
 const DENO_VERSION = "2.9.6";
@@ -66,7 +67,8 @@ function exists(path: string): boolean {
   try {
     Deno.statSync(path);
     return true;
-  } catch {
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound);
     return false;
   }
 }

@@ -274,7 +274,7 @@ export async function pack(
   } finally {
     try {
       Deno.removeSync(payloadPath);
-    } catch { /* not made */ }
+    } catch { /* any kind: a finally, maybe while the real error is on its way out */ }
   }
 }
 

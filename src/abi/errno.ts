@@ -105,6 +105,23 @@ export function toCtxError(e: unknown, path?: string): CtxError {
   return new CtxError("EIO", msg, { path, cause: e });
 }
 
+/** An error class (`Deno.errors.NotFound`) or an errno name (matched against `code` or `CtxError.errno`). */
+export type ErrorKind = (abstract new (...args: never[]) => Error) | Errno;
+
+/** True when `e` is one of `kinds`. */
+export function isKind(e: unknown, ...kinds: ErrorKind[]): boolean {
+  const code = e instanceof CtxError ? e.errno : (e as { code?: unknown })?.code;
+  return kinds.some((k) => typeof k === "string" ? code === k : e instanceof k);
+}
+
+/**
+ * For a catch that expects one failure: returns when `e` is one of `kinds` (a file that is absent,
+ * a process already gone), rethrows anything else, so an EMFILE or EACCES is never read as absent.
+ */
+export function ignore(e: unknown, ...kinds: ErrorKind[]): void {
+  if (!isKind(e, ...kinds)) throw e;
+}
+
 /** Process exit codes of the CLIs (spec: 0 ok, 1 generic, 2 usage/invalid, 13 EACCES, 69 unavailable, 70 internal). */
 export const EXIT = {
   ok: 0,

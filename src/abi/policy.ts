@@ -2,6 +2,7 @@
 import { SUBJECT } from "./identity.ts";
 import { nameFault } from "./names.ts";
 import { checkAbsolute, invalid, joinLines, listLines, quote } from "./text.ts";
+import { ignore } from "./errno.ts";
 
 /** The fixed classes and their permissions (spec-digest 6.5). */
 export const POLICY_CLASSES = {
@@ -40,7 +41,8 @@ function objectFault(cls: PolicyClass, object: string): string | undefined {
         try {
           checkAbsolute("policy", object);
           return undefined;
-        } catch {
+        } catch (e) {
+          ignore(e, "EINVAL");
           return "is not a canonical absolute path";
         }
       }

@@ -59,7 +59,7 @@ function ttyInput(): { input: NodeJS.ReadableStream; stop(): void } {
   (async () => {
     try {
       for (let r = await reader.read(); !r.done; r = await reader.read()) input.write(r.value);
-    } catch { /* stopped, or the terminal is gone: end of input either way */ }
+    } catch { /* any kind: whatever ends stdin (a stop, a gone terminal) ends the input */ }
     input.end();
   })();
   return {

@@ -1,5 +1,5 @@
 /** The agent socket client used by `ctx agent chat|send|resume|cancel|tsh`: connect, write, read frames. */
-import { CtxError, isErrno } from "../abi/errno.ts";
+import { CtxError, ignore, isErrno } from "../abi/errno.ts";
 import { serverFrameStrict } from "../abi/frames.ts";
 import { encodeFrame } from "../abi/line.ts";
 import { deadMount, START_HINT } from "./root.ts";
@@ -63,7 +63,15 @@ export class AgentClient {
         }
         this.#wake();
       }
-    } catch { /* reset, or closed by close(): the end of the stream either way */ }
+    } catch (e) {
+      ignore(
+        e,
+        Deno.errors.ConnectionReset,
+        Deno.errors.BrokenPipe,
+        Deno.errors.BadResource,
+        Deno.errors.Interrupted,
+      ); /* reset, or closed by close(): the end of the stream either way */
+    }
     this.#ended = true;
     this.#wake();
   }
@@ -90,7 +98,8 @@ export class AgentClient {
       return new AgentClient(
         await Deno.connect({ transport: "unix", path: `${root}/agent/${agent}.sock` }),
       );
-    } catch {
+    } catch (e) {
+      ignore(e, Deno.errors.NotFound, Deno.errors.ConnectionRefused, Deno.errors.PermissionDenied);
       return undefined;
     }
   }
@@ -126,7 +135,9 @@ export class AgentClient {
     this.#closed = true;
     try {
       this.#conn.close();
-    } catch { /* already closed */ }
+    } catch (e) {
+      ignore(e, Deno.errors.BadResource); /* already closed */
+    }
   }
 }
 
@@ -135,7 +146,8 @@ function online(root: string): boolean {
   try {
     const text = Deno.readTextFileSync(`${root}/status`);
     return /"state"\s*:\s*"online"|^state=online$/m.test(text);
-  } catch {
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound);
     return false;
   }
 }
@@ -185,6 +197,8 @@ export function pickSession(root: string, uid: number, agent: string, session?: 
     const cur = Deno.readTextFileSync(`${root}/home/${uid}/agent/${agent}/session/index/current`)
       .trim();
     if (cur) return cur;
-  } catch { /* none yet */ }
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound); /* none yet */
+  }
   return "default";
 }

@@ -1,7 +1,7 @@
 /** `ctx agent start|stop|status|ps`: the supervisor's view of agent instances, through the host control socket `<run>/control.sock`. */
 import net from "node:net";
 import type { Command } from "commander";
-import { CtxError, isErrno } from "../abi/errno.ts";
+import { CtxError, ignore, isErrno } from "../abi/errno.ts";
 import type { AgentContext } from "./agent.ts";
 import { guarded } from "./fail.ts";
 import { START_HINT } from "./root.ts";
@@ -17,7 +17,8 @@ export function runDirOf(root: string, name?: string): string {
     try {
       return [...Deno.readDirSync(`${root}/agent`)]
         .filter((e) => e.isSymlink && e.name.endsWith(".sock")).map((e) => e.name).sort();
-    } catch {
+    } catch (e) {
+      ignore(e, Deno.errors.NotFound);
       return [];
     }
   })();
@@ -25,7 +26,8 @@ export function runDirOf(root: string, name?: string): string {
     let target: string;
     try {
       target = Deno.readLinkSync(`${root}/agent/${a}`);
-    } catch {
+    } catch (e) {
+      ignore(e, Deno.errors.NotFound, "EINVAL");
       continue;
     }
     const m = /^(\/.+)\/agent\/[^/]+\.sock$/.exec(target);

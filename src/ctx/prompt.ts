@@ -8,6 +8,7 @@ import { dirSource } from "../prompt/source.ts";
 import { effectiveWindow, loadAgent, loadModel } from "../store/agent.ts";
 import { readRecords } from "../store/jsonl.ts";
 import { pickSession } from "./client.ts";
+import { ignore } from "../abi/errno.ts";
 
 /** Options of `ctx agent prompt`. */
 export interface PromptArgs {
@@ -20,7 +21,8 @@ function storedHistory(path: string): ChatMessage[] {
   let records: unknown[];
   try {
     records = readRecords(path);
-  } catch {
+  } catch (e) {
+    ignore(e, "EIO", "EFBIG");
     return [];
   }
   const out: ChatMessage[] = [];
@@ -49,7 +51,8 @@ export function prompt(root: string, name: string, o: PromptArgs): number {
   let window: number | undefined;
   try {
     window = effectiveWindow(agent, loadModel(root, agent.model));
-  } catch {
+  } catch (e) {
+    ignore(e, "ENOENT", "EINVAL");
     window = undefined;
   }
   const id = { uid: agent.uid, gid: agent.gid, groups: agent.groups };

@@ -1,5 +1,5 @@
 /** The tree `ctx` works on (--root, CTX_ROOT, or the first live mount found) and ABI paths in it. */
-import { CtxError, toCtxError } from "../abi/errno.ts";
+import { CtxError, ignore, toCtxError } from "../abi/errno.ts";
 
 /** How a tree is started, for the messages that say what to do. */
 export const START_HINT =
@@ -57,7 +57,8 @@ function exists(path: string): boolean {
   try {
     Deno.statSync(path);
     return true;
-  } catch {
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound, Deno.errors.NotADirectory, Deno.errors.PermissionDenied);
     return false;
   }
 }

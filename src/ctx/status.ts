@@ -1,11 +1,12 @@
 /** `ctx status`: what the tree at CTX_ROOT is, from its `status` file and bootstrap state. */
-import { CtxError, toCtxError } from "../abi/errno.ts";
+import { CtxError, ignore, toCtxError } from "../abi/errno.ts";
 import type { FoundTree } from "./root.ts";
 
 function count(dir: string, keep: (e: Deno.DirEntry) => boolean): number {
   try {
     return [...Deno.readDirSync(dir)].filter(keep).length;
-  } catch {
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound, Deno.errors.NotADirectory);
     return 0;
   }
 }

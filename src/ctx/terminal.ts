@@ -1,6 +1,6 @@
 /** `ctx terminal create|list|status|watch|attach|replay` and `ctx agent watch|attach`: the human paths into a persistent terminal. */
 import type { Command } from "commander";
-import { CtxError } from "../abi/errno.ts";
+import { CtxError, ignore } from "../abi/errno.ts";
 import type { ClientMode } from "../abi/terminal.ts";
 import { join } from "../term/client.ts";
 import {
@@ -41,7 +41,8 @@ async function joinSession(
 function hostTerminal(root: string, agent: string, session: string): string[] {
   try {
     return [`${runDirOf(root, agent)}/terminal/${agent}/${session}/main.sock`];
-  } catch {
+  } catch (e) {
+    ignore(e, "EHOSTDOWN");
     return [];
   }
 }
@@ -59,7 +60,8 @@ async function live(f: Found): Promise<boolean> {
     const c = await Deno.connect({ transport: "unix", path: f.meta.socket });
     c.close();
     return true;
-  } catch {
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound, Deno.errors.ConnectionRefused, Deno.errors.PermissionDenied);
     return false;
   }
 }

@@ -1,6 +1,6 @@
 /** The one bridge from the mount to the storage tree's control rules (src/store/control.ts). */
 import { controlMode, controlSpec, isSecretControl } from "../abi/controls.ts";
-import { CtxError, ERRNO, toCtxError } from "../abi/errno.ts";
+import { CtxError, ERRNO, ignore, toCtxError } from "../abi/errno.ts";
 import { parseOwner } from "../abi/identity.ts";
 import { isName } from "../abi/names.ts";
 import { replaceFile } from "../store/atomic.ts";
@@ -65,7 +65,8 @@ export function creating(root: string, name: string): boolean {
   try {
     Deno.lstatSync(`${root}/agent/${name}`);
     return false;
-  } catch {
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound);
     return true;
   }
 }
@@ -196,7 +197,8 @@ function judge(
   let exists = true;
   try {
     Deno.lstatSync(path);
-  } catch {
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound);
     exists = false;
   }
   if (exists) {
@@ -225,7 +227,8 @@ export function controlKind(abiPath: string): "control" | "readonly" | "unknown"
   if (!ref) return "unknown";
   try {
     return controlSpec(ref.kind, ref.control).writable ? "control" : "readonly";
-  } catch {
+  } catch (e) {
+    ignore(e, "EINVAL");
     return "unknown";
   }
 }
@@ -272,7 +275,8 @@ export function projectedText(root: string, abiPath: string): string | null {
     const limit = limitText(root, `${parts[1]}/${parts[2]}`);
     if (limit === null) return null;
     return text.replace(/^context_length=.*$/m, `context_length=${limit.trimEnd()}`);
-  } catch {
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound, "ENOENT", "EINVAL");
     return null; // not there (or a broken `id`/`limit` file): read as it is
   }
 }

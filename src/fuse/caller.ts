@@ -1,5 +1,5 @@
 /** Running a backing call as the user who asked: the request's uid and gid as this thread's fsuid/fsgid, groups when needed. */
-import { ERRNO } from "../abi/errno.ts";
+import { ERRNO, ignore } from "../abi/errno.ts";
 import { asUser } from "../sys/fsid.ts";
 import type { Request } from "./conn.ts";
 
@@ -11,7 +11,8 @@ function groupsOf(pid: number): number[] {
     const text = Deno.readTextFileSync(`/proc/${pid}/status`);
     const line = text.match(/^Groups:[ \t]*(.*)$/m)?.[1] ?? "";
     return line.split(/\s+/).filter((s) => s !== "").map(Number);
-  } catch {
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound);
     return [];
   }
 }
@@ -33,7 +34,8 @@ export function holdsCap(pid: number, cap: number): boolean {
     const text = Deno.readTextFileSync(`/proc/${pid}/status`);
     const hex = text.match(/^CapEff:[ \t]*([0-9a-f]+)$/m)?.[1];
     return hex !== undefined && ((BigInt(`0x${hex}`) >> BigInt(cap)) & 1n) === 1n;
-  } catch {
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound);
     return false;
   }
 }

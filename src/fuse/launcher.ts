@@ -1,3 +1,4 @@
+import { ignore } from "../abi/errno.ts";
 /** The `bin/` launchers of /ctx: tiny sh scripts that start the binaries of this install. */
 
 /** The binaries `/ctx/bin` may project (only those this checkout can start are shown). */
@@ -6,7 +7,8 @@ export const BINARIES = ["ctx", "tsh", "ctxterm", "cortexfsd"] as const;
 function isFile(path: string): boolean {
   try {
     return Deno.statSync(path).isFile;
-  } catch {
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound);
     return false;
   }
 }

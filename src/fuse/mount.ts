@@ -1,5 +1,5 @@
 /** Mounting and unmounting: mount(2) as root, fusermount3 otherwise; dead mounts found and cleared. */
-import { CtxError, ERRNO } from "../abi/errno.ts";
+import { CtxError, ERRNO, ignore } from "../abi/errno.ts";
 import { recvFd } from "../sys/fdpass.ts";
 import * as libc from "../sys/libc.ts";
 
@@ -31,7 +31,8 @@ export function mountedType(dir: string): string | null {
   let text: string;
   try {
     text = Deno.readTextFileSync("/proc/self/mountinfo");
-  } catch {
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound);
     return null;
   }
   let found: string | null = null;

@@ -5,6 +5,7 @@
  * CPU may preempt it at each reply (spec/fuse.md "Running").
  */
 import * as libc from "../sys/libc.ts";
+import { ignore } from "../abi/errno.ts";
 
 /** How often the thread's CPU share is looked at (ms of wall time, checked when it runs). */
 const WINDOW_MS = 100;
@@ -89,7 +90,8 @@ function threadCpu(): number {
   try {
     const s = Deno.readTextFileSync("/proc/thread-self/schedstat");
     return Number(s.slice(0, s.indexOf(" ")));
-  } catch {
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound);
     return 0; // no procfs: the share reads 0 and the policy stays
   }
 }

@@ -1,3 +1,4 @@
+import { ignore } from "../abi/errno.ts";
 /** The dynamic `/ctx/status` file: generation, tree version, agents and their state, uptime. */
 
 /** Facts the daemon knows about itself. */
@@ -28,7 +29,8 @@ export interface Serving {
 function read(path: string): string | null {
   try {
     return Deno.readTextFileSync(path);
-  } catch {
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound);
     return null;
   }
 }
@@ -51,7 +53,9 @@ export function statusText(root: string, info: StatusInfo): string {
       const pid = Number((read(`${root}/agent/${e.name}.d/pid`) ?? "").trim()) || null;
       agents.push({ name: e.name, state, pid });
     }
-  } catch { /* no agent dir: no agents */ }
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound); /* no agent dir: no agents */
+  }
   agents.sort((a, b) => a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
   return JSON.stringify({
     schema: "cortexfs.status/v1",

@@ -11,6 +11,7 @@ import type { Workspace } from "../runtime/peer.ts";
 import { createAgent } from "../store/agent_new.ts";
 import { type Claim, claimsOf } from "../store/session.ts";
 import { cleanup, makeTree } from "../../tests/fixture/mod.ts";
+import { ignore } from "../abi/errno.ts";
 
 const NOBODY = 65534;
 
@@ -305,7 +306,8 @@ Deno.test({
           try {
             Deno.lstatSync(d);
             return true;
-          } catch {
+          } catch (e) {
+            ignore(e, Deno.errors.NotFound);
             return false;
           }
         }),

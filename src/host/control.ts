@@ -3,7 +3,7 @@ import { errorOf } from "../abi/frames.ts";
 import { controlRequest } from "../abi/control_sock.ts";
 import net from "node:net";
 import { AGENT_CONTROLS } from "../abi/controls.ts";
-import { CtxError, toCtxError } from "../abi/errno.ts";
+import { CtxError, ignore, toCtxError } from "../abi/errno.ts";
 import { readControl, resolveAgent } from "../store/agent.ts";
 import { ERRNO, errnoName } from "../abi/errno.ts";
 import { ARCH } from "../sys/arch.ts";
@@ -130,7 +130,9 @@ export function serveControl(
   const path = controlSocket(options.run);
   try {
     if (Deno.lstatSync(path).isSocket) Deno.removeSync(path); // a killed host's
-  } catch { /* absent */ }
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound); /* absent */
+  }
   const lfd = listenUnix(path);
   if (lfd < 0) throw new CtxError(errnoName(-lfd), `cannot listen on ${path}`);
   Deno.chmodSync(path, 0o666);
@@ -249,7 +251,9 @@ export function serveControl(
       wake.close();
       try {
         Deno.removeSync(path);
-      } catch { /* gone */ }
+      } catch (e) {
+        ignore(e, Deno.errors.NotFound); /* gone */
+      }
     },
   };
 }

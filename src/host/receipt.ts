@@ -1,5 +1,5 @@
 /** Instance receipts under `<run>/instance/`: what the host proves about an agent instance before releasing it, and the stop that trusts only them. */
-import { toCtxError } from "../abi/errno.ts";
+import { ignore, toCtxError } from "../abi/errno.ts";
 import { bootId, pinProcess, type Seen, seen, startTime } from "../sandbox/receipt.ts";
 import { ensureDir, replaceFile, tempPath } from "../store/atomic.ts";
 import { readRegularText } from "../store/regular.ts";
@@ -89,7 +89,8 @@ export function receiptOf(
   let start: string;
   try {
     start = startTime(pid);
-  } catch {
+  } catch (e) {
+    ignore(e, "ESRCH");
     return undefined;
   }
   return {
@@ -127,7 +128,7 @@ export function writeReceipt(dir: string, r: InstanceReceipt, file = r.agent): s
 /**
  * Projects a receipt into `meta.json` at `path` under the key `receipt` (the other keys, the
  * definition's descriptive JSON, are kept): a summary like status/pid, atomic, not fsynced; owner
- * and mode stay the file's. Never fails (the agent may be gone).
+ * and mode stay the file's. A gone agent (ENOENT) is no failure.
  */
 export function projectReceipt(path: string, receipt: InstanceReceipt & { exit?: unknown }): void {
   let cur: Record<string, unknown> = {};
@@ -137,14 +138,18 @@ export function projectReceipt(path: string, receipt: InstanceReceipt & { exit?:
   } catch { /* unreadable: the receipt alone */ }
   try {
     replaceFile(path, JSON.stringify({ ...cur, receipt }, null, 2) + "\n", { sync: false });
-  } catch { /* the agent may be gone */ }
+  } catch (e) {
+    ignore(e, "ENOENT"); /* the agent may be gone */
+  }
 }
 
 /** Removes a receipt file (missing is fine). */
 export function dropReceipt(path: string): void {
   try {
     Deno.removeSync(path);
-  } catch { /* already gone */ }
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound); /* already gone */
+  }
 }
 
 /** Parses a receipt; undefined for anything that is not one (a stale or planted file). */
@@ -170,7 +175,8 @@ export function parseReceipt(text: string): InstanceReceipt | undefined {
 export function readReceipt(path: string): InstanceReceipt | undefined {
   try {
     return parseReceipt(readRegularText(path) ?? "");
-  } catch {
+  } catch (e) {
+    ignore(e, "EIO", "ELOOP", "EFBIG");
     return undefined;
   }
 }
@@ -191,7 +197,9 @@ export function receiptMatches(r: InstanceReceipt): boolean {
 function signal(pgid: number, sig: Deno.Signal): void {
   try {
     Deno.kill(-pgid, sig);
-  } catch { /* ESRCH: the group is gone */ }
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound); /* ESRCH: the group is gone */
+  }
 }
 
 /**

@@ -11,11 +11,13 @@ import {
   stopVerified,
   writeReceipt,
 } from "./receipt.ts";
+import { ignore } from "../abi/errno.ts";
 
 function alive(pid: number): boolean {
   try {
     return Deno.readTextFileSync(`/proc/${pid}/stat`).split(") ")[1][0] !== "Z";
-  } catch {
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound);
     return false;
   }
 }
@@ -68,7 +70,9 @@ Deno.test("stopVerified() kills nothing for a reused pid (other start time or bo
   } finally {
     try {
       child.kill("SIGKILL");
-    } catch { /* gone */ }
+    } catch (e) {
+      ignore(e, TypeError); /* gone */
+    }
     await child.status;
   }
 });
@@ -99,7 +103,9 @@ Deno.test("reapReceipts() stops a matching orphan, clears a reused one untouched
     for (const v of [a, b]) {
       try {
         v.child.kill("SIGKILL");
-      } catch { /* gone */ }
+      } catch (e) {
+        ignore(e, TypeError); /* gone */
+      }
       await v.child.status;
     }
     Deno.removeSync(dir, { recursive: true });

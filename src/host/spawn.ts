@@ -1,6 +1,6 @@
 /** One agent instance's process as its host holds it: the spawn (argv, environment, socketpair), the receipt before release, the stdout status lines, the start timeout, the exit. */
 import { type ChildProcess, spawn } from "node:child_process";
-import { CtxError } from "../abi/errno.ts";
+import { CtxError, ignore } from "../abi/errno.ts";
 import { type ErrorFrame, errorOf } from "../abi/frames.ts";
 import { closeFd } from "../sys/listen.ts";
 import { seqpacketPair } from "../sys/fdpass.ts";
@@ -72,7 +72,9 @@ export function spawnInstance(
   const fail = (e: unknown): never => {
     try {
       child.kill("SIGKILL");
-    } catch { /* gone */ }
+    } catch (e) {
+      ignore(e, TypeError); /* gone */
+    }
     throw e;
   };
   // The host's end of the pair is the broker's once it is made (its run closes it); until then

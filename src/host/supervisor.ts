@@ -1,5 +1,5 @@
 /** The supervisor: owns every agent's listening socket, starts one instance per agent on demand (itself, or as a systemd transient scope where a manager answers), records receipts before releasing it, stops only what a receipt proves. */
-import { CtxError, ERRNO, toCtxError } from "../abi/errno.ts";
+import { CtxError, ERRNO, ignore, toCtxError } from "../abi/errno.ts";
 import { encodeFrame, errorOf } from "../abi/frames.ts";
 import { ensureDir } from "../store/atomic.ts";
 import { readRegularText } from "../store/regular.ts";
@@ -160,7 +160,8 @@ function agentNames(root: string): string[] {
 function readTrim(path: string): string {
   try {
     return (readRegularText(path) ?? "").trim();
-  } catch {
+  } catch (e) {
+    ignore(e, "EIO", "ELOOP");
     return "";
   }
 }
@@ -262,7 +263,9 @@ class Host implements Supervisor {
     const path = `${this.#o.run}/agent/${name}.sock`;
     try {
       if (Deno.lstatSync(path).isSocket) Deno.removeSync(path); // stale from a killed host
-    } catch { /* absent */ }
+    } catch (e) {
+      ignore(e, Deno.errors.NotFound); /* absent */
+    }
     const fd = listenUnix(path);
     if (fd < 0) {
       return Promise.reject(new CtxError("EIO", `cannot listen on ${path} (errno ${-fd})`));
@@ -276,7 +279,7 @@ class Host implements Supervisor {
       closeFd(fd);
       try {
         Deno.removeSync(path);
-      } catch { /* never made */ }
+      } catch { /* any kind: cleanup on the way out, the real error is rejected next */ }
       return Promise.reject(e);
     }
     this.#slots.set(name, { name, fd, path });
@@ -295,7 +298,9 @@ class Host implements Supervisor {
     for (const p of [slot.path, `${this.#o.root}/agent/${name}.sock`]) {
       try {
         Deno.removeSync(p);
-      } catch { /* gone */ }
+      } catch (e) {
+        ignore(e, Deno.errors.NotFound); /* gone */
+      }
     }
   }
 
@@ -373,7 +378,9 @@ class Host implements Supervisor {
       closeFd(slot.fd);
       try {
         Deno.removeSync(slot.path);
-      } catch { /* gone */ }
+      } catch (e) {
+        ignore(e, Deno.errors.NotFound); /* gone */
+      }
     }
     this.#slots.clear();
   }

@@ -1,5 +1,5 @@
 /** The systemd path of the supervisor: where a manager answers, an instance runs as a transient scope (`systemd-run --scope`), its receipt carries the manager's InvocationID, and a stop goes through `systemctl stop`. */
-import { CtxError } from "../abi/errno.ts";
+import { CtxError, ignore } from "../abi/errno.ts";
 import { systemTool } from "../sandbox/launch.ts";
 import {
   type InstanceReceipt,
@@ -32,7 +32,8 @@ const ASK_MS = 10_000;
 export function systemdBooted(): boolean {
   try {
     return Deno.lstatSync("/run/systemd/system").isDirectory;
-  } catch {
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound);
     return false;
   }
 }
@@ -48,7 +49,8 @@ export async function ask(m: Pick<Manager, "ctl">, args: string[]): Promise<stri
       signal: AbortSignal.timeout(ASK_MS),
     }).output();
     return out.success ? new TextDecoder().decode(out.stdout).trim() : null;
-  } catch {
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound, Deno.errors.PermissionDenied, DOMException);
     return null;
   }
 }

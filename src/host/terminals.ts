@@ -1,6 +1,6 @@
 /** The supervised agent terminals: `ctx agent start` materializes a session's ctxterm unit (receipt before release), `ctx agent stop` ends it by its receipt, host start reaps what a killed host left. */
 import { type ChildProcess, spawn } from "node:child_process";
-import { CtxError } from "../abi/errno.ts";
+import { CtxError, ignore } from "../abi/errno.ts";
 import { ensureDir } from "../store/atomic.ts";
 import { loadAgent } from "../store/agent.ts";
 import { openSession, sessionRef } from "../store/session.ts";
@@ -145,7 +145,14 @@ export async function startTerminals(o: TerminalsOptions): Promise<Terminals> {
     const held = asUser(who, () => {
       try {
         return Deno.readLinkSync(alias) === user && answersUnix(user) === 0;
-      } catch {
+      } catch (e) {
+        ignore(
+          e,
+          Deno.errors.NotFound,
+          "EINVAL",
+          Deno.errors.NotADirectory,
+          Deno.errors.PermissionDenied,
+        );
         return false; // no alias
       }
     });

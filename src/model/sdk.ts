@@ -1,5 +1,5 @@
 /** What every AI SDK driver shares: the retry loop, the neutral message array, the stream of canonical events. */
-import { CtxError } from "../abi/errno.ts";
+import { CtxError, ignore } from "../abi/errno.ts";
 import {
   apiError,
   delayOf,
@@ -345,7 +345,9 @@ function unreached(err: CtxError, model: string, baseURL: string): CtxError {
   try {
     const u = new URL(baseURL);
     url = `${u.protocol}//${u.host}${u.pathname}`;
-  } catch { /* not a URL: the SDK failed on it, shown as configured */ }
+  } catch (e) {
+    ignore(e, TypeError); /* not a URL: the SDK failed on it, shown as configured */
+  }
   return new CtxError(err.errno, `${err.message} (model ${model} at ${url})`, { cause: err });
 }
 

@@ -1,5 +1,5 @@
 /** `cortexfs install`: the built file copied into a bin directory, its program symlinks, a unit. */
-import { CtxError } from "../abi/errno.ts";
+import { CtxError, ignore } from "../abi/errno.ts";
 import { tempName } from "../abi/names.ts";
 
 /** Options for {@link install}. */
@@ -35,7 +35,8 @@ function lstat(path: string): Deno.FileInfo | null {
 function real(path: string): string | null {
   try {
     return Deno.realPathSync(path);
-  } catch {
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound);
     return null;
   }
 }
@@ -45,7 +46,8 @@ function same(a: string, b: string): boolean {
   try {
     const x = Deno.readFileSync(a), y = Deno.readFileSync(b);
     return x.length === y.length && x.every((v, i) => v === y[i]);
-  } catch {
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound);
     return false;
   }
 }

@@ -1,5 +1,6 @@
 /** Where the running program comes from: a checkout (its cli/*.ts) or the built single file. */
 import permissions from "./permissions.json" with { type: "json" };
+import { ignore } from "../abi/errno.ts";
 
 /** The running install, as {@link self} finds it. */
 export type Self =
@@ -22,7 +23,8 @@ export type Self =
 function isFile(path: string): boolean {
   try {
     return Deno.statSync(path).isFile;
-  } catch {
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound, Deno.errors.NotADirectory);
     return false;
   }
 }
@@ -50,7 +52,8 @@ function real(path: string | undefined): string | undefined {
   if (!path) return undefined;
   try {
     return Deno.realPathSync(path);
-  } catch {
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound);
     return path;
   }
 }

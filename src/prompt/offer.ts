@@ -1,6 +1,7 @@
 /** The tools a model-backed run offers: `tsh`, then the agent's `.d/tools` declarations, each under a wire-safe name. */
 import type { ToolSpec } from "../model/driver.ts";
 import { loadTool } from "../store/agent.ts";
+import { CtxError, ignore } from "../abi/errno.ts";
 
 /** The native `tsh` tool as offered to a model. */
 export const TSH_TOOL: ToolSpec = {
@@ -40,7 +41,9 @@ export function offerTools(root: string, declared: readonly string[]): Offer {
       const t = loadTool(`${root}/tool`, real);
       description = t.description.trim();
       parameters = t.schema as Record<string, unknown>;
-    } catch { /* not a system tool: the call itself says why it fails */ }
+    } catch (e) {
+      ignore(e, CtxError); /* not a system tool: the call itself says why it fails */
+    }
     names.set(wire, real);
     specs.push({ name: wire, description, parameters });
   }

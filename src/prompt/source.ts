@@ -48,6 +48,7 @@ export function dirSource(path: string, options: { at: string; id: FsId }): Sour
   try {
     dir = asUser(id, () => new Dir(path));
   } catch {
+    // Dir throws one plain Error for any failed open(2): every errno reads as "cannot be opened".
     return undefined;
   }
   // The directory fd of `rel` (the caller closes it unless it is dir.fd), or -errno.

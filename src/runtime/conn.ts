@@ -4,6 +4,7 @@ import { encodeFrame, MAX_FRAME, type ServerFrame } from "../abi/frames.ts";
 import type { PeerCred } from "../sys/sock.ts";
 import { close, peerGone } from "../sys/libc.ts";
 import { fdOf } from "../sys/sock.ts";
+import { ignore } from "../abi/errno.ts";
 
 /** A raw line read while an approval waits, or why none came. */
 export type Answer = { line: string } | { eof: true } | { timeout: true } | { oversized: true };
@@ -51,7 +52,8 @@ export class Conn {
     // Asked of the kernel, not of the stream: its EOF may not have been read yet.
     try {
       return peerGone(fdOf(this.socket));
-    } catch {
+    } catch (e) {
+      ignore(e, "ENOTSUP");
       return true;
     }
   }

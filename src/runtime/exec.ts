@@ -275,7 +275,9 @@ async function stderrTail(stream: ReadableStream<Uint8Array>): Promise<string> {
       text += dec.decode(chunk, { stream: true });
       if (text.length > 2 * STDERR_KEEP) text = text.slice(-STDERR_KEEP);
     }
-  } catch { /* the process is gone: what came is what there is */ }
+  } catch {
+    /* any kind: the tail is diagnostics, what came is what there is (the process is gone) */
+  }
   return text.slice(-STDERR_KEEP);
 }
 

@@ -1,5 +1,5 @@
 /** Receipts of live agent process groups under the run dir; at start the runtime stops the groups a killed daemon left. */
-import { toCtxError } from "../abi/errno.ts";
+import { ignore, toCtxError } from "../abi/errno.ts";
 import {
   bootId,
   pinProcess,
@@ -72,7 +72,8 @@ export async function recordGroup(
   let start: string;
   try {
     start = await startTimeAsync(pid);
-  } catch {
+  } catch (e) {
+    ignore(e, "ESRCH");
     return undefined;
   }
   const receipt: GroupReceipt = {
@@ -102,7 +103,9 @@ export async function recordGroup(
 export function dropGroup(path: string): void {
   try {
     Deno.removeSync(path);
-  } catch { /* already gone */ }
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound); /* already gone */
+  }
 }
 
 function parse(text: string): GroupReceipt | undefined {
@@ -131,14 +134,17 @@ function pin(r: GroupReceipt): number | "stale" {
 function signalGroup(pgid: number, sig: Deno.Signal, uid: number): void {
   try {
     asSender(uid, () => Deno.kill(-pgid, sig));
-  } catch { /* ESRCH: the group is gone */ }
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound); /* ESRCH: the group is gone */
+  }
 }
 
 /** The uid of a matched leader; 0 when it is gone meanwhile (a signal then finds no group anyway). */
 function leaderUid(r: GroupReceipt): number {
   try {
     return procUid(r.pid);
-  } catch {
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound);
     return 0;
   }
 }

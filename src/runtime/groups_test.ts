@@ -4,6 +4,7 @@ import { type Orphan, orphan, pidfdsSince, polledPids } from "../../tests/fixtur
 import { until } from "../../tests/fixture/wait.ts";
 import { reapGroups, recordGroup } from "./groups.ts";
 import { INSTANCE_CAPS } from "../host/caps.ts";
+import { ignore } from "../abi/errno.ts";
 
 /** Records `o` as a step's group in `dir`: its receipt file's name. */
 async function record(dir: string, o: Orphan): Promise<string> {
@@ -122,7 +123,9 @@ Deno.test({
     } finally {
       try {
         leader.kill("SIGKILL");
-      } catch { /* ended */ }
+      } catch (e) {
+        ignore(e, TypeError); /* ended */
+      }
       await leader.stdout.cancel().catch(() => {});
       Deno.removeSync(dir, { recursive: true });
     }

@@ -1,5 +1,5 @@
 /** One agent's runtime instance: takes the listening socket its host hands over (fd 3), waits to be released, serves that agent alone, exits when idle or told to. */
-import { CtxError } from "../abi/errno.ts";
+import { CtxError, ignore } from "../abi/errno.ts";
 import { delegateClaims } from "../store/session.ts";
 import { isSeqpacket, notUnixStream } from "../sys/fdpass.ts";
 import { setCloexec } from "../sys/sock.ts";
@@ -66,7 +66,8 @@ function hangIfAsked(agent: string, env: Record<string, string | undefined>): vo
   if (!flag) return;
   try {
     Deno.removeSync(flag);
-  } catch {
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound);
     return; // consumed by an earlier instance, or never made: start as usual
   }
   console.error(`instance ${agent}: test hook ${HANG_HOOK}: hanging before ready`);
@@ -135,7 +136,7 @@ class HostLink {
         if (done) break;
         text += dec.decode(value, { stream: true });
       }
-    } catch { /* closed */ }
+    } catch { /* any kind: a failed read is a closed channel; #gone tells the waiters */ }
     this.#gone = true;
     for (const resolve of this.#pending.splice(0)) resolve();
   }

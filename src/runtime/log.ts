@@ -1,3 +1,4 @@
+import { ignore } from "../abi/errno.ts";
 /** Size-rotated log files the host writes: `<path>` grows to a limit, then becomes `<path>.1` by one atomic rename (the previous `.1` is replaced), and a new `<path>` starts. */
 
 /** Rotation limit of the host's logs (bytes): at most this much in `<path>`, as much again in `.1`. */
@@ -12,7 +13,8 @@ function sizeOf(path: string): number {
   try {
     const st = Deno.lstatSync(path);
     return st.isFile ? st.size : 0;
-  } catch {
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound);
     return 0; // none yet
   }
 }
@@ -29,7 +31,8 @@ export function rotate(path: string, options: { limit: number; adding?: number }
   try {
     Deno.renameSync(path, previousOf(path));
     return true;
-  } catch {
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound);
     return false; // gone meanwhile: nothing to keep
   }
 }
@@ -51,5 +54,7 @@ export function appendRotated(path: string, text: string, options: { limit: numb
     } finally {
       f.close();
     }
-  } catch { /* the run dir may be gone (the host is closing) */ }
+  } catch {
+    /* any kind: a log line must never fail a run (the run dir may be gone: the host is closing) */
+  }
 }

@@ -2,13 +2,15 @@
 import { assert, assertEquals } from "../../tests/assert.ts";
 import { appendRotated, previousOf, rotate } from "./log.ts";
 import { LOG_BYTES, Presence } from "./presence.ts";
+import { ignore } from "../abi/errno.ts";
 
 const read = (p: string) => Deno.readTextFileSync(p);
 const exists = (p: string) => {
   try {
     Deno.lstatSync(p);
     return true;
-  } catch {
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound);
     return false;
   }
 };

@@ -1,6 +1,6 @@
 /** The agent socket runtime: start it on a tree and a run dir; it serves one socket per agent, or one handed-over socket (an instance). */
 import { errorOf } from "../abi/frames.ts";
-import { toCtxError } from "../abi/errno.ts";
+import { ignore, toCtxError } from "../abi/errno.ts";
 import { loadAgent } from "../store/agent.ts";
 import { ensureDir } from "../store/atomic.ts";
 import { RunIndex } from "../store/runs.ts";
@@ -125,7 +125,9 @@ function identityOf(root: string) {
     try {
       const d = loadAgent(root, agent);
       if (uid === undefined || d.uid === uid) return { uid: d.uid, gid: d.gid, groups: d.groups };
-    } catch { /* gone or unreadable: no identity of its own */ }
+    } catch (e) {
+      ignore(e, "ENOENT", "EINVAL", "EACCES"); /* gone or unreadable: no identity of its own */
+    }
     return undefined;
   };
 }
@@ -186,7 +188,7 @@ function recover(index: RunIndex, sessions: SessionRef[]) {
 function toStderr(text: string): void {
   try {
     Deno.stderr.writeSync(new TextEncoder().encode(text));
-  } catch { /* nobody reads it any more */ }
+  } catch { /* any kind: a diagnostic must never fail a run (EPIPE: nobody reads it any more) */ }
 }
 
 /** The run dir's parts, each as tight as its users allow. */
@@ -285,7 +287,9 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
       // which clients read as "declared but down").
       try {
         Deno.removeSync(`${options.root}/agent/${name}.sock`);
-      } catch { /* never linked */ }
+      } catch (e) {
+        ignore(e, Deno.errors.NotFound); /* never linked */
+      }
     },
     agents: () => [...listeners.keys()].sort(),
     activity: () => countConns() + ctx.active.size,

@@ -4,6 +4,7 @@ import { controlMode } from "../abi/controls.ts";
 import { replaceFile } from "../store/atomic.ts";
 import { readRegularText } from "../store/regular.ts";
 import { appendRotated, ROTATE_BYTES } from "./log.ts";
+import { ignore } from "../abi/errno.ts";
 
 /** `log` keeps its newest lines within this many bytes (the control bound is 64 KiB). */
 export const LOG_BYTES = 48 * 1024;
@@ -39,7 +40,8 @@ function project(path: string, text: string): void {
 function current(path: string): string | undefined {
   try {
     return readRegularText(path); // never waits on a FIFO planted there
-  } catch {
+  } catch (e) {
+    ignore(e, "EIO", "ELOOP");
     return undefined;
   }
 }
@@ -158,7 +160,9 @@ export class Presence {
     let old = "";
     try {
       old = Deno.readTextFileSync(path);
-    } catch { /* none yet */ }
+    } catch (e) {
+      ignore(e, Deno.errors.NotFound); /* none yet */
+    }
     let text = old + lines;
     const enc = new TextEncoder();
     while (enc.encode(text).length > LOG_BYTES) {

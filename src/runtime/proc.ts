@@ -2,6 +2,7 @@
 import { asSender } from "../sys/fsid.ts";
 import { closeFd, pidfdAlive } from "../sys/sock.ts";
 import { pidfdOpen, W, waitChild } from "../sys/wait.ts";
+import { ignore } from "../abi/errno.ts";
 
 /** Grace between SIGTERM and SIGKILL when stopping a group. */
 export const GRACE_MS = 250;
@@ -13,7 +14,8 @@ function signalGroup(pgid: number, sig: Deno.Signal, uid: number): boolean {
   try {
     asSender(uid, () => Deno.kill(-pgid, sig));
     return true;
-  } catch {
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound);
     return false; // ESRCH: the whole group is gone
   }
 }
@@ -28,7 +30,9 @@ function signalStep(child: Deno.ChildProcess, sig: Deno.Signal, uid: number): vo
   signalGroup(child.pid, sig, uid);
   try {
     asSender(uid, () => child.kill(sig));
-  } catch { /* reaped already */ }
+  } catch (e) {
+    ignore(e, TypeError); /* reaped already */
+  }
 }
 
 /** Longest wait for the leader's stop: microseconds, unless it is in D state (a hung FUSE request). */
@@ -51,7 +55,7 @@ async function stopOrExit(
       if (typeof r !== "number") return r.how === "stopped" ? "stopped" : "exited";
       if (alive(pidfd, uid) !== 0) return "gone";
     }
-  } catch { /* no wait to be had */ }
+  } catch { /* any kind: "unknown" is never taken for gone, so it is the safe answer */ }
   return "unknown";
 }
 
@@ -60,7 +64,8 @@ function childrenOf(pid: number): number[] {
   try {
     return Deno.readTextFileSync(`/proc/${pid}/task/${pid}/children`).trim().split(/\s+/)
       .filter(Boolean).map(Number);
-  } catch {
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound);
     return [];
   }
 }
@@ -98,7 +103,8 @@ async function killChildren(
   const pidfd = pidfdOpen(child.pid);
   try {
     asSender(uid, () => child.kill("SIGSTOP"));
-  } catch {
+  } catch (e) {
+    ignore(e, TypeError);
     if (pidfd >= 0) closeFd(pidfd);
     return { how: "gone", settled: Promise.resolve() }; // reaped already: nothing of its own is left to find
   }
@@ -142,13 +148,17 @@ function alive(pidfd: number, uid: number): number {
 function kill(pid: number, uid: number): void {
   try {
     asSender(uid, () => Deno.kill(pid, "SIGKILL"));
-  } catch { /* gone */ }
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound); /* gone */
+  }
 }
 
 function cont(child: Deno.ChildProcess, uid: number): void {
   try {
     asSender(uid, () => child.kill("SIGCONT"));
-  } catch { /* reaped */ }
+  } catch (e) {
+    ignore(e, TypeError); /* reaped */
+  }
 }
 
 /**

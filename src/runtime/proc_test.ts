@@ -5,6 +5,7 @@ import { closeFd } from "../sys/sock.ts";
 import { pidfdOpen, W, waitChildSync } from "../sys/wait.ts";
 import { stopGroup } from "./proc.ts";
 import { INSTANCE_CAPS } from "../host/caps.ts";
+import { ignore } from "../abi/errno.ts";
 
 /** A step running `script` under bash that prints one line (a pid) first; that pid. */
 async function stepWithPid(script: string): Promise<{ child: Deno.ChildProcess; pid: number }> {
@@ -47,7 +48,9 @@ Deno.test("stopGroup() also ends a child of the step that lives in a session of 
   } finally {
     try {
       Deno.kill(orphan, "SIGKILL");
-    } catch { /* gone */ }
+    } catch (e) {
+      ignore(e, Deno.errors.NotFound); /* gone */
+    }
     await child.stdout.cancel().catch(() => {});
   }
 });
@@ -68,7 +71,9 @@ Deno.test("stopGroup() stops a leader that ignores every signal it can (SIGSTOP 
   } finally {
     try {
       Deno.kill(orphan, "SIGKILL");
-    } catch { /* gone */ }
+    } catch (e) {
+      ignore(e, Deno.errors.NotFound); /* gone */
+    }
     await child.stdout.cancel().catch(() => {});
   }
 });
@@ -147,7 +152,9 @@ Deno.test({
     } finally {
       try {
         if (orphan > 0) Deno.kill(orphan, "SIGKILL");
-      } catch { /* gone */ }
+      } catch (e) {
+        ignore(e, Deno.errors.NotFound); /* gone */
+      }
     }
   },
 });

@@ -6,6 +6,7 @@ import { dirSource, type Source } from "../prompt/source.ts";
 import { readSessionFile, type SessionRef, writeSessionFiles } from "../store/session.ts";
 import type { ModelRun } from "./turn.ts";
 import type { AgentView } from "./view.ts";
+import { ignore } from "../abi/errno.ts";
 
 /** The agent home and the workspace as prompt sources, read as the agent (nothing followed). */
 function placesOf(x: ModelRun): { home?: Source; workspace?: Source; cwd: string } {
@@ -53,7 +54,7 @@ export function snapshot(ref: SessionRef, prompt: Prompt): void {
       Object.entries(want).filter(([name, text]) => readSessionFile(ref, name) !== text),
     );
     if (Object.keys(changed).length) writeSessionFiles(ref, changed);
-  } catch { /* observability only */ }
+  } catch { /* any kind: observability only, it must never fail a run */ }
 }
 
 /**
@@ -69,7 +70,8 @@ export function toolContextOf(root: string, agent: AgentView): string {
   try {
     const tools = loadedTools(home);
     return tools.length ? toolBlock(tools) : "";
-  } catch {
+  } catch (e) {
+    ignore(e, "EIO", "EINVAL");
     return ""; // a corrupt state file says so in `tsh loads`; the envelope stays valid
   } finally {
     home?.close();

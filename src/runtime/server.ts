@@ -1,6 +1,6 @@
 /** One listener per agent definition: socket file, alias symlink, peer credentials, frame dispatch. */
 import net from "node:net";
-import { CtxError, toCtxError } from "../abi/errno.ts";
+import { CtxError, ignore, toCtxError } from "../abi/errno.ts";
 import { tempName } from "../abi/names.ts";
 import { encodeFrame, errorOf, OPS, request } from "../abi/frames.ts";
 import { ensureDir } from "../store/atomic.ts";
@@ -38,11 +38,15 @@ export function linkAlias(root: string, name: string, target: string): void {
   const alias = `${root}/agent/${name}.sock`;
   try {
     if (Deno.readLinkSync(alias) === target) return; // a restart on the same run dir
-  } catch { /* absent, or not a link */ }
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound, "EINVAL"); /* absent, or not a link */
+  }
   const tmp = `${root}/agent/${tempName(`${name}.sock`)}`;
   try {
     Deno.removeSync(tmp);
-  } catch { /* none left over */ }
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound); /* none left over */
+  }
   Deno.symlinkSync(target, tmp);
   Deno.renameSync(tmp, alias);
 }
@@ -234,7 +238,9 @@ export async function listen(ctx: OpContext, name: string): Promise<Listener> {
   const path = `${dir}/${name}.sock`;
   try {
     if (Deno.lstatSync(path).isSocket) Deno.removeSync(path); // stale from a killed daemon
-  } catch { /* absent */ }
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound); /* absent */
+  }
   const conns = new Set<Conn>();
   const server = serverOf(ctx, name, conns);
   await new Promise<void>((resolve, reject) => {
@@ -286,5 +292,7 @@ export async function unlisten(l: Listener): Promise<void> {
   if (l.path === "") return; // handed over: the host's socket file
   try {
     Deno.removeSync(l.path);
-  } catch { /* already gone */ }
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound); /* already gone */
+  }
 }

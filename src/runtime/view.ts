@@ -1,5 +1,5 @@
 /** The runtime's view of an agent definition, re-read from the tree on every request (H1's loadAgent). */
-import { CtxError } from "../abi/errno.ts";
+import { CtxError, ignore } from "../abi/errno.ts";
 import {
   type AgentDef,
   effectiveWindow,
@@ -57,7 +57,8 @@ export function readAgent(root: string, name: string): AgentView {
   try {
     modelDef = loadModel(root, def.model);
     window = effectiveWindow(def, modelDef);
-  } catch {
+  } catch (e) {
+    ignore(e, "ENOENT", "EINVAL");
     window = undefined; // a missing model surfaces when the run needs it, not at connect time
   }
   return {

@@ -1,5 +1,5 @@
 /** ctx doctor's sandbox check: can bubblewrap create user and pid namespaces here? */
-import { CtxError } from "../abi/errno.ts";
+import { CtxError, ignore } from "../abi/errno.ts";
 
 /** What the probe found. */
 export interface DoctorReport {
@@ -41,7 +41,9 @@ export async function doctor(): Promise<DoctorReport> {
     apparmorRestrict =
       Deno.readTextFileSync("/proc/sys/kernel/apparmor_restrict_unprivileged_userns").trim() ===
         "1";
-  } catch { /* kernel without the knob */ }
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound); /* kernel without the knob */
+  }
   const v = await run(["bwrap", "--version"]);
   if (!v.ok) {
     return {

@@ -52,6 +52,7 @@ function dirs(backing: string, rel: string[]): string[] {
     });
     return r < 0 ? [] : out;
   } catch {
+    // Dir throws one plain Error for any failed open(2), and a listing failure is none (above).
     return [];
   } finally {
     if (fd >= 0) close(fd);

@@ -1,5 +1,5 @@
 /** Runs a profile under bubblewrap: no fd above 2 leaks in, and a --block-fd gate holds the command until the receipt is recorded. */
-import { CtxError, errnoName } from "../abi/errno.ts";
+import { CtxError, errnoName, ignore } from "../abi/errno.ts";
 import { close, cstr, F, fcntl, O, open, pwrite } from "../sys/libc.ts";
 import { asSender } from "../sys/fsid.ts";
 import { closeFd, pidfdSignal } from "../sys/sock.ts";
@@ -218,7 +218,9 @@ export function spawnSandbox(
   const cleanup = () => {
     try {
       Deno.removeSync(dataDir, { recursive: true });
-    } catch { /* gone */ }
+    } catch (e) {
+      ignore(e, Deno.errors.NotFound); /* gone */
+    }
   };
   try {
     Deno.chmodSync(dataDir, 0o711); // bwrap runs as the agent uid: it reads these files
@@ -254,7 +256,9 @@ export function systemTool(name: string): string | undefined {
   for (const d of TOOL_DIRS) {
     try {
       if (Deno.statSync(`${d}/${name}`).isFile) return `${d}/${name}`;
-    } catch { /* not there */ }
+    } catch (e) {
+      ignore(e, Deno.errors.NotFound, Deno.errors.NotADirectory); /* not there */
+    }
   }
   return undefined;
 }
@@ -345,7 +349,9 @@ function killSandbox(uid: number, child: Deno.ChildProcess, receipt: Receipt | u
       if (receipt) Deno.kill(receipt.pid, "SIGKILL");
       else child.kill("SIGKILL");
     });
-  } catch { /* already gone */ }
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound, TypeError); // already gone
+  }
 }
 
 /**
@@ -468,7 +474,9 @@ export async function reapInit(
     if (now === "unknown") return "late"; // nothing proven: nothing signalled
     try {
       asSender(uid, () => Deno.kill(r.pid, "SIGKILL"));
-    } catch { /* gone meanwhile */ }
+    } catch (e) {
+      ignore(e, Deno.errors.NotFound); /* gone meanwhile */
+    }
     return "late";
   }
   try {

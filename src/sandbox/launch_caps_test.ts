@@ -6,6 +6,7 @@ import { sandboxDirs, sandboxSpec } from "../../tests/fixture/sandbox.ts";
 import { dropArgv, INSTANCE_CAPS } from "../host/caps.ts";
 import { launch } from "./launch.ts";
 import { procUid, type Receipt, receiptLive } from "./receipt.ts";
+import { ignore } from "../abi/errno.ts";
 
 const UID = 65534;
 
@@ -59,12 +60,16 @@ async function end(inst: Instance, r?: Receipt): Promise<void> {
   if (r && receiptLive(r)) {
     try {
       Deno.kill(r.pid, "SIGKILL"); // root here, with CAP_KILL
-    } catch { /* ended */ }
+    } catch (e) {
+      ignore(e, Deno.errors.NotFound); /* ended */
+    }
   }
   await until(() => !!inst.status(), "the instance to end").catch(() => {
     try {
       inst.child.kill("SIGKILL");
-    } catch { /* ended */ }
+    } catch (e) {
+      ignore(e, TypeError); /* ended */
+    }
   });
   await inst.child.status;
 }
@@ -91,7 +96,7 @@ Deno.test({
         },
       }).then(() => "resolved", (e) => e?.errno ?? String(e));
       await until(() => { try { Deno.statSync(${JSON.stringify(`${base}/ws/up`)}); return true; }
-        catch { return false; } }, "the sandboxed command to run");
+        catch (e) { if (!(e instanceof Deno.errors.NotFound)) throw e; return false; } }, "the sandboxed command to run");
       ac.abort();
       const errno = await ran;
       console.log(JSON.stringify({ errno, live: receiptLive(receipt), caps: ${CAPS} }));`;

@@ -1,5 +1,5 @@
 /** The agent's view controls for the sandbox: `mount` lines as binds, `/workspace` replacement, `root` and `cwd`. */
-import { CtxError } from "../abi/errno.ts";
+import { CtxError, ignore } from "../abi/errno.ts";
 import type { MountEntry } from "../abi/mount.ts";
 import type { Bind, HostLayout } from "./profile.ts";
 
@@ -59,7 +59,8 @@ export function mountPoints(): string[] | null {
   let text: string;
   try {
     text = Deno.readTextFileSync("/proc/self/mountinfo");
-  } catch {
+  } catch (e) {
+    ignore(e, Deno.errors.NotCapable, Deno.errors.NotFound);
     return null; // Deno refuses /proc reads without --allow-all
   }
   const unescape = (s: string) =>
@@ -84,7 +85,14 @@ function realMount(m: string): string {
   if (i <= 0) return m;
   try {
     return `${Deno.realPathSync(m.slice(0, i))}${m.slice(i)}`;
-  } catch {
+  } catch (e) {
+    ignore(
+      e,
+      Deno.errors.NotFound,
+      Deno.errors.NotADirectory,
+      Deno.errors.PermissionDenied,
+      Deno.errors.NotCapable,
+    );
     return m;
   }
 }

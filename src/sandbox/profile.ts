@@ -1,5 +1,5 @@
 /** The one bubblewrap profile builder: a pure transform from (command, view) to a bwrap argv. */
-import { CtxError } from "../abi/errno.ts";
+import { CtxError, ignore } from "../abi/errno.ts";
 import { effectiveRlimits, type Rlimits } from "../abi/rlimit.ts";
 
 /** One extra bind mount. */
@@ -140,13 +140,16 @@ export function hostLayout(): HostLayout {
       const st = Deno.lstatSync(`/${name}`);
       if (st.isSymlink) links[name] = Deno.readLinkSync(`/${name}`);
       else if (st.isDirectory) dirs.push(name);
-    } catch { /* absent on this host */ }
+    } catch (e) {
+      ignore(e, Deno.errors.NotFound); /* absent on this host */
+    }
   }
   const etc = [...SAFE_ETC, ...NET_ETC].filter((e) => {
     try {
       Deno.statSync(`/etc/${e}`);
       return true;
-    } catch {
+    } catch (e) {
+      ignore(e, Deno.errors.NotFound);
       return false;
     }
   });

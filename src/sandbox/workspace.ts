@@ -1,5 +1,5 @@
 /** The workspace as the host binds it: an open directory fd (never a path re-resolved), and every `.git` in it read-only. */
-import { CtxError, errnoName } from "../abi/errno.ts";
+import { CtxError, errnoName, ignore } from "../abi/errno.ts";
 import { Dir } from "../sys/dir.ts";
 import { close, F, fcntl, fstat, O, open, read } from "../sys/libc.ts";
 import { mountPoints } from "./mounts.ts";
@@ -82,7 +82,8 @@ function small(path: string): string | null {
 function resolve(p: string, from: string): string | null {
   try {
     return Deno.realPathSync(p.startsWith("/") ? p : `${from}/${p}`);
-  } catch {
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound, Deno.errors.NotADirectory, Deno.errors.NotCapable);
     return null;
   }
 }

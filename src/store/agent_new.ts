@@ -150,7 +150,9 @@ export function createAgent(root: string, name: string, options: NewAgentOptions
     if (made && !exists(`${root}/${path}`)) {
       try {
         Deno.removeSync(`${root}/${path}.d`, { recursive: true });
-      } catch { /* best effort: a leftover .d is reported as an interrupted creation */ }
+      } catch {
+        /* any kind: the real error is thrown next; a leftover .d reads as an interrupted creation */
+      }
     }
     throw toCtxError(e, path);
   }

@@ -105,7 +105,7 @@ export function replaceFile(
   } catch (e) {
     try {
       Deno.removeSync(tmp);
-    } catch { /* already renamed or never created */ }
+    } catch { /* any kind: cleanup on the way out, the real error is thrown next */ }
     throw e instanceof CtxError ? e : toCtxError(e, path);
   }
 }
@@ -142,7 +142,7 @@ export async function replaceFilesSoon(
       for (const { tmp } of staged) {
         try {
           Deno.removeSync(tmp);
-        } catch { /* renamed already */ }
+        } catch { /* any kind: cleanup after a failure, which its caller throws */ }
       }
     });
   try {

@@ -18,6 +18,7 @@ import { tempTarget } from "../abi/names.ts";
 import { asUser, type FsId } from "../sys/fsid.ts";
 import { replaceFile } from "./atomic.ts";
 import { knownLimit, readControl, resolveModel } from "./agent.ts";
+import { ignore } from "../abi/errno.ts";
 
 /** Which control an ABI path names. */
 export interface ControlRef {
@@ -103,7 +104,8 @@ function authorize(ref: ControlRef, dir: string, uid: number): void {
   let owner: number | undefined;
   try {
     owner = readControl<number>(dir, "owner", AGENT_CONTROLS.owner);
-  } catch {
+  } catch (e) {
+    ignore(e, "EINVAL", "EMSGSIZE", "EACCES");
     owner = undefined; // an unreadable owner grants nothing
   }
   if (owner === undefined) {
@@ -282,7 +284,9 @@ function tierUser(root: string, ref: ControlRef, options: ControlOptions): FsId 
   try {
     const st = Deno.lstatSync(`${root}/home/${uid}`);
     if (st.isDirectory && st.uid === uid && st.gid !== null) gid = st.gid;
-  } catch { /* no home: the uid's own number */ }
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound); /* no home: the uid's own number */
+  }
   return { uid, gid };
 }
 
@@ -319,7 +323,8 @@ function write(
     if (dir) {
       try {
         lock = lockDir(dir);
-      } catch {
+      } catch (e) {
+        ignore(e, Deno.errors.NotFound);
         lock = undefined; // a missing dir is reported by check() below with the ABI path
       }
     }
@@ -333,7 +338,9 @@ function write(
     if (user !== null && !isSecretControl(r.kind, r.control)) {
       try {
         mode = (Deno.lstatSync(path).mode ?? mode) & 0o777;
-      } catch { /* a new control: 0644 */ }
+      } catch (e) {
+        ignore(e, Deno.errors.NotFound); /* a new control: 0644 */
+      }
     }
     try {
       replaceFile(path, bytes, { mode, uid: self.uid, gid: self.gid });

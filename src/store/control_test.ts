@@ -1,5 +1,5 @@
 import { classify, type ControlRef, tempControl, writeControl } from "./control.ts";
-import { CtxError } from "../abi/errno.ts";
+import { CtxError, ignore } from "../abi/errno.ts";
 import { assertEquals, assertThrows } from "../../tests/assert.ts";
 
 const enc = new TextEncoder();
@@ -70,14 +70,16 @@ function rejected(
   const before = (() => {
     try {
       return Deno.readFileSync(path);
-    } catch {
+    } catch (e) {
+      ignore(e, Deno.errors.NotFound, Deno.errors.NotADirectory, Deno.errors.IsADirectory);
       return null;
     }
   })();
   const list = () => {
     try {
       return [...Deno.readDirSync(dir)].map((e) => e.name).sort();
-    } catch {
+    } catch (e) {
+      ignore(e, Deno.errors.NotFound, Deno.errors.NotADirectory, Deno.errors.IsADirectory);
       return null;
     }
   };
@@ -91,7 +93,8 @@ function rejected(
   const after = (() => {
     try {
       return Deno.readFileSync(path);
-    } catch {
+    } catch (e) {
+      ignore(e, Deno.errors.NotFound, Deno.errors.NotADirectory, Deno.errors.IsADirectory);
       return null;
     }
   })();

@@ -331,7 +331,7 @@ function build(
     if (!switched) {
       try {
         Deno.removeSync(renamed ? final : tmp, { recursive: true });
-      } catch { /* best effort */ }
+      } catch { /* any kind: cleanup on the way out, the real error is thrown next */ }
     }
     throw toCtxError(e, tmp);
   }

@@ -2,6 +2,7 @@
 import { assertEquals } from "../../tests/assert.ts";
 import { appendRecord, readRecords } from "./jsonl.ts";
 import { RunIndex } from "./runs.ts";
+import { ignore } from "../abi/errno.ts";
 
 Deno.test("rebuild() restores ids, digests, statuses and call counts, and lists unfinished runs", () => {
   const dir = Deno.makeTempDirSync();
@@ -43,7 +44,8 @@ Deno.test("RunIndex keeps its database file 0600 (and SQLite gives -wal/-shm the
     const modes = ["", "-wal", "-shm"].map((x) => {
       try {
         return (Deno.statSync(path + x).mode ?? 0) & 0o777;
-      } catch {
+      } catch (e) {
+        ignore(e, Deno.errors.NotFound);
         return null;
       }
     });

@@ -1,5 +1,5 @@
 /** Durable session directories: history files, state/meta/latest, and the session index files. */
-import { CtxError, toCtxError } from "../abi/errno.ts";
+import { CtxError, ignore, toCtxError } from "../abi/errno.ts";
 import type { Scope } from "../abi/frames.ts";
 import { sessionBase } from "../abi/layout.ts";
 import { tempName } from "../abi/names.ts";
@@ -487,7 +487,7 @@ function writeFiles(ref: SessionRef, files: Record<string, string>): void {
     for (const { tmp } of pending) {
       try {
         Deno.removeSync(tmp);
-      } catch { /* never created */ }
+      } catch { /* any kind: cleanup on the way out, the real error is thrown next */ }
     }
     throw toCtxError(e, ref.dir);
   } finally {
@@ -579,7 +579,8 @@ export function listSessions(base: string): string[] {
 export function currentSession(base: string): string | undefined {
   try {
     return readRegularText(`${base}/index/current`, BOUND)?.trim() || undefined;
-  } catch {
+  } catch (e) {
+    ignore(e, "EIO", "EFBIG", "ELOOP", "ENOTDIR", "EACCES");
     return undefined;
   }
 }
@@ -595,7 +596,8 @@ function dirNames(dir: string): string[] {
   try {
     return [...Deno.readDirSync(dir)].filter((e) => e.isDirectory && !e.name.startsWith("."))
       .map((e) => e.name).sort();
-  } catch {
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound, Deno.errors.PermissionDenied);
     return []; // absent or not listable by this identity: nothing found there
   }
 }

@@ -1,4 +1,5 @@
 /** Terminal resources recorded in a tree (`.../session/<s>/terminal/<id>/meta.json`), read as data: the list, and the user runtime dirs their sockets live in. */
+import { ignore } from "../abi/errno.ts";
 import { sessionBase } from "../abi/layout.ts";
 import { type TerminalMeta, terminalMeta } from "../abi/terminal.ts";
 import { readRegularText } from "./regular.ts";
@@ -25,7 +26,8 @@ function names(dir: string): string[] {
   try {
     return [...Deno.readDirSync(dir)].filter((e) => e.isDirectory && !e.name.startsWith("."))
       .map((e) => e.name).sort();
-  } catch {
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound, Deno.errors.NotADirectory);
     return [];
   }
 }

@@ -1,6 +1,6 @@
 /** Whole-tree validation of a generation: the frozen root, object pairs, every control's format. */
 import { parseTshConfig } from "../abi/tshconfig.ts";
-import { CtxError } from "../abi/errno.ts";
+import { CtxError, ignore } from "../abi/errno.ts";
 import { checkName, TEMP_NAME } from "../abi/names.ts";
 import { AGENT_CONTROLS, MODEL_CONTROLS, TOOL_CONTROLS } from "../abi/controls.ts";
 import { checkControl } from "./control.ts";
@@ -189,7 +189,8 @@ function shared(p: Problems) {
 function safeIsFile(path: string): boolean {
   try {
     return Deno.statSync(path).isFile;
-  } catch {
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound, Deno.errors.NotADirectory);
     return false;
   }
 }

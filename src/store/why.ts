@@ -14,6 +14,7 @@ export function refusedWhy(path: string): string | null | "unsupported" | number
   try {
     dir = new Dir(path.slice(0, slash) || "/");
   } catch {
+    // Dir throws one plain Error for any failed open(2): the reason is not ours to give.
     return -ERRNO.ENOENT;
   }
   try {

@@ -1,5 +1,5 @@
 /** The program on the pseudo-terminal: spawned as a session leader on the slave, its output pumped, its input queued, its window sized. */
-import { CtxError, errnoName } from "../abi/errno.ts";
+import { CtxError, errnoName, ignore } from "../abi/errno.ts";
 import { close, pollInSync, read, write } from "../sys/libc.ts";
 import { POLL } from "../sys/poll.ts";
 import {
@@ -58,7 +58,14 @@ export function resolveCommand(name: string, path = "/usr/local/bin:/usr/bin:/bi
     try {
       const st = Deno.statSync(`${dir}/${name}`);
       if (st.isFile && ((st.mode ?? 0) & 0o111) !== 0) return `${dir}/${name}`;
-    } catch { /* next */ }
+    } catch (e) {
+      ignore(
+        e,
+        Deno.errors.NotFound,
+        Deno.errors.NotADirectory,
+        Deno.errors.PermissionDenied,
+      ); /* next */
+    }
   }
   throw new CtxError("ENOENT", `command "${name}" not found in PATH ${path}`);
 }
@@ -198,7 +205,9 @@ export class PtyChild {
   signal(sig: Deno.Signal): void {
     try {
       Deno.kill(-this.pid, sig);
-    } catch { /* already gone */ }
+    } catch (e) {
+      ignore(e, Deno.errors.NotFound); /* already gone */
+    }
   }
 
   /** Closes the master (after the pump has stopped: no poll may still use it). */

@@ -1,5 +1,5 @@
 /** The watch/attach client of a terminal socket on the local tty: raw mode (always restored), detach key, window size, snapshot then live output. */
-import { CtxError, isErrno } from "../abi/errno.ts";
+import { CtxError, ignore, isErrno } from "../abi/errno.ts";
 import {
   type ClientMode,
   encodeFrame,
@@ -151,7 +151,8 @@ export function namedServers(path: string): number[] {
   const self = Deno.uid() ?? 0;
   try {
     return [self, Deno.lstatSync(path).uid ?? self];
-  } catch {
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound, Deno.errors.NotADirectory, Deno.errors.PermissionDenied);
     return [self];
   }
 }
@@ -197,7 +198,7 @@ export async function join(o: JoinOptions): Promise<number> {
         if (rows > 0 && columns > 0) {
           void send(encodeFrame(FRAME.resize, sizePayload(rows, columns)));
         }
-      } catch { /* not a terminal */ }
+      } catch { /* not a terminal: Deno says so with a plain Error, no kind to match */ }
     };
     if (o.mode === "attach" && interactive) {
       sendSize();
@@ -224,7 +225,9 @@ export async function join(o: JoinOptions): Promise<number> {
       await send(encodeFrame(FRAME.detach));
       try {
         conn.closeWrite();
-      } catch { /* closed */ }
+      } catch (e) {
+        ignore(e, Deno.errors.BadResource, Deno.errors.NotConnected); /* closed */
+      }
     })();
     const reader = new FrameReader(64 * 1024 * 1024);
     const buf = new Uint8Array(256 * 1024);
@@ -275,14 +278,20 @@ export async function join(o: JoinOptions): Promise<number> {
     if (raw) {
       try {
         Deno.stdin.setRaw(false);
-      } catch { /* stdin gone */ }
+      } catch {
+        /* any kind: a finally, maybe while an error is on its way out; stdin may be gone */
+      }
     }
     if (!exited) note(`[detached]`);
     try {
       conn.close();
-    } catch { /* closed */ }
+    } catch (e) {
+      ignore(e, Deno.errors.BadResource); /* closed */
+    }
     try {
       stdinReader?.releaseLock();
-    } catch { /* a read is pending: the caller exits */ }
+    } catch (e) {
+      ignore(e, TypeError); /* a read is pending: the caller exits */
+    }
   }
 }

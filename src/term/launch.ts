@@ -5,7 +5,7 @@
  * `ctx agent start` has the host start a supervised one instead (src/host/terminals.ts, with a
  * receipt), from the same {@link terminalArgv}.
  */
-import { CtxError } from "../abi/errno.ts";
+import { CtxError, ignore } from "../abi/errno.ts";
 import { readyLine } from "../abi/terminal.ts";
 import { loadAgent } from "../store/agent.ts";
 import { openSession, sessionRef } from "../store/session.ts";
@@ -66,7 +66,9 @@ export function ctxtermCommand(env: Record<string, string | undefined>): string[
   const dir = Deno.execPath().slice(0, Deno.execPath().lastIndexOf("/"));
   try {
     if (Deno.statSync(`${dir}/ctxterm`).isFile) return [`${dir}/ctxterm`];
-  } catch { /* not installed beside us */ }
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound); /* not installed beside us */
+  }
   return ["ctxterm"];
 }
 
@@ -135,7 +137,8 @@ export function readyOf(line: string): { pid: number; socket: string; child: num
 export function logTail(log: string): string {
   try {
     return Deno.readTextFileSync(log).trim().split("\n").slice(-3).join(" | ");
-  } catch {
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound);
     return "";
   }
 }

@@ -1,5 +1,5 @@
 /** One terminal's life: the PTY program, its VT model, its recording and its socket, from spawn to `process.exit`. */
-import { CtxError, toCtxError } from "../abi/errno.ts";
+import { CtxError, ignore, toCtxError } from "../abi/errno.ts";
 import type { TerminalMeta } from "../abi/terminal.ts";
 import { MAX_COLS, MAX_ROWS } from "../abi/terminal.ts";
 import { asUser, type FsId } from "../sys/fsid.ts";
@@ -57,7 +57,9 @@ function linkAlias(alias: string, target: string): void {
   const tmp = `${alias}.tmp-${Deno.pid}`;
   try {
     Deno.removeSync(tmp);
-  } catch { /* none */ }
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound); /* none */
+  }
   Deno.symlinkSync(target, tmp);
   Deno.renameSync(tmp, alias);
 }
@@ -66,7 +68,9 @@ function linkAlias(alias: string, target: string): void {
 function unlinkAlias(alias: string, target: string): void {
   try {
     if (Deno.readLinkSync(alias) === target) Deno.removeSync(alias);
-  } catch { /* gone */ }
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound, "EINVAL"); /* gone */
+  }
 }
 
 /**

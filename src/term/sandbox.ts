@@ -1,5 +1,5 @@
 /** The agent terminal's program: interactive tsh inside the agent's bubblewrap sandbox, built in ctxterm's own process (it holds the view's fds). */
-import { CtxError } from "../abi/errno.ts";
+import { CtxError, ignore } from "../abi/errno.ts";
 import { effectiveRlimits } from "../abi/rlimit.ts";
 import { requireSandbox } from "../sandbox/doctor.ts";
 import { agentEnv } from "../sandbox/env.ts";
@@ -68,7 +68,9 @@ export async function agentShell(p: ShellPlan): Promise<AgentShell> {
     view.close();
     try {
       Deno.removeSync(dataDir, { recursive: true });
-    } catch { /* gone */ }
+    } catch (e) {
+      ignore(e, Deno.errors.NotFound); /* gone */
+    }
   };
   try {
     Deno.chmodSync(dataDir, 0o711); // bwrap runs as the agent uid: it reads these files

@@ -1,6 +1,6 @@
 /** The terminal socket: admits the owner (or root) by SO_PEERCRED, reads each client's mode line, sends hello + snapshot + live output, drops slow clients. */
 import net from "node:net";
-import { CtxError } from "../abi/errno.ts";
+import { CtxError, ignore } from "../abi/errno.ts";
 import {
   type ClientMode,
   encodeFrame,
@@ -88,7 +88,8 @@ async function clearStale(path: string): Promise<void> {
   let st: Deno.FileInfo;
   try {
     st = Deno.lstatSync(path);
-  } catch {
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound);
     return;
   }
   if (!st.isSocket) throw new CtxError("EEXIST", "not a socket", { path });
@@ -341,6 +342,8 @@ export class TermServer {
   unlink(): void {
     try {
       if (Deno.lstatSync(this.path).ino === this.#ino) Deno.removeSync(this.path);
-    } catch { /* gone */ }
+    } catch (e) {
+      ignore(e, Deno.errors.NotFound); /* gone */
+    }
   }
 }

@@ -1,5 +1,5 @@
 /** Makes the single-file tsh bundle that runs inside sandboxes (`deno bundle`, offline), reusing a fresh one. */
-import { CtxError } from "../abi/errno.ts";
+import { CtxError, ignore } from "../abi/errno.ts";
 import { tempName } from "../abi/names.ts";
 
 const repo = new URL("../../", import.meta.url).pathname.replace(/\/$/, "");
@@ -44,7 +44,8 @@ function sourceTime(): number | null {
     for (const f of ["deno.json", "deno.lock"]) {
       newest = Math.max(newest, Deno.statSync(`${repo}/${f}`).mtime?.getTime() ?? Infinity);
     }
-  } catch {
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound, Deno.errors.NotADirectory);
     return null; // a compiled binary: no sources beside it, only what the build made
   }
   return newest;
@@ -54,7 +55,8 @@ function sourceTime(): number | null {
 function bundleTime(path: string): number | null {
   try {
     return Deno.statSync(path).mtime?.getTime() ?? null;
-  } catch {
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound);
     return null;
   }
 }

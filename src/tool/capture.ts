@@ -51,7 +51,7 @@ export class Capture {
         this.#take(value, which);
         if (this.#flooded) break;
       }
-    } catch { /* cancelled by stop(): the bytes kept so far stand */ }
+    } catch { /* any kind: pump never rejects; a failed read ends the capture as EOF does */ }
     await reader.cancel().catch(() => {});
   }
 

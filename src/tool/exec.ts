@@ -1,5 +1,5 @@
 /** Runs one tool inside the agent view: authorize() again, exec of the checked inode, bounded output, a wall-clock bound. */
-import { CtxError, exitCode, toCtxError } from "../abi/errno.ts";
+import { CtxError, exitCode, ignore, toCtxError } from "../abi/errno.ts";
 import { authorize } from "./authorize.ts";
 import { pickAllowed } from "../sandbox/env.ts";
 import { Capture, utf8Cut } from "./capture.ts";
@@ -46,7 +46,9 @@ export interface ExecContext {
 function signalGroup(pgid: number, signal: Deno.Signal): void {
   try {
     Deno.kill(-pgid, signal);
-  } catch { /* ESRCH: nothing left in the group */ }
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound); /* ESRCH (Deno names it NotFound): nothing left in the group */
+  }
 }
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));

@@ -6,6 +6,7 @@ import { ctxPathFor, mapView, normalizeView } from "./resolve.ts";
 import type { ToolResult } from "./result.ts";
 import { toolCache } from "./config.ts";
 import { denoTty, LineEditor } from "./line.ts";
+import { ignore } from "../abi/errno.ts";
 
 const USAGE =
   `usage: tsh [--json] [--root PATH] [--limit BYTES] [--cache N] [--timeout SECONDS] [--nproc N] [--args-stdin] [--history FILE] [TOOL|BUILTIN [ARGS...]]
@@ -52,7 +53,14 @@ export function context(
     const rc = mapView(root, `${home ?? `/ctx/home/${uid}`}/.tshrc`);
     try {
       if (rc) tshrc = Deno.readTextFileSync(rc);
-    } catch { /* no .tshrc */ }
+    } catch (e) {
+      ignore(
+        e,
+        Deno.errors.NotFound,
+        Deno.errors.NotADirectory,
+        Deno.errors.PermissionDenied,
+      ); /* no .tshrc */
+    }
   }
   return {
     root,
@@ -85,7 +93,8 @@ const HISTORY_LINES = 1000;
 function loadHistory(path: string): string[] {
   try {
     return Deno.readTextFileSync(path).split("\n").filter((l) => l !== "").slice(-HISTORY_LINES);
-  } catch {
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound, Deno.errors.PermissionDenied, Deno.errors.IsADirectory);
     return [];
   }
 }
@@ -132,7 +141,14 @@ async function repl(ctx: ShellContext, options: { history?: string } = {}): Prom
     if (history && line.trim() !== "") {
       try {
         Deno.writeTextFileSync(history, line + "\n", { append: true, mode: 0o600 });
-      } catch { /* a read-only home keeps no history */ }
+      } catch (e) {
+        ignore(
+          e,
+          Deno.errors.NotFound,
+          Deno.errors.PermissionDenied,
+          "EROFS",
+        ); /* a read-only home keeps no history */
+      }
     }
     if (args[0] === "exit") break;
     if (args.length) {

@@ -1,5 +1,5 @@
 /** Tool lookup through CTX_PATH only: the first executable regular file, left to right, never host PATH. */
-import { CtxError } from "../abi/errno.ts";
+import { CtxError, ignore } from "../abi/errno.ts";
 import { nameFault } from "../abi/names.ts";
 
 /** Where a CTX_PATH hit lives. */
@@ -86,7 +86,8 @@ export function resolveTool(
     const host = `${hostDir}/${name}`;
     try {
       if (!executable(Deno.statSync(host))) continue;
-    } catch {
+    } catch (e) {
+      ignore(e, Deno.errors.NotFound, Deno.errors.NotADirectory, Deno.errors.PermissionDenied);
       continue;
     }
     return { path: `${dir === "/" ? "" : dir.replace(/\/$/, "")}/${name}`, host, dir: `${host}.d` };

@@ -1,6 +1,6 @@
 /** tsh: the agent-facing tool shell (built-ins, one-shot runs, --json frames, a line-editing REPL). */
 import { isTshBuiltin, TSH_BUILTINS } from "../abi/builtin.ts";
-import { CtxError, toCtxError } from "../abi/errno.ts";
+import { CtxError, ignore, toCtxError } from "../abi/errno.ts";
 import { runTool } from "./exec.ts";
 import { openNoFollow } from "./open.ts";
 import { failed, ok, type ToolResult } from "./result.ts";
@@ -29,7 +29,8 @@ export interface ShellContext {
 function text(dir: string, name: string): string {
   try {
     return Deno.readTextFileSync(`${dir}/${name}`).trim();
-  } catch {
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound, Deno.errors.PermissionDenied);
     return "";
   }
 }
@@ -43,7 +44,8 @@ function visible(ctx: ShellContext): { name: string; path: string; dir: string }
     let entries: Deno.DirEntry[] = [];
     try {
       entries = [...Deno.readDirSync(host)];
-    } catch {
+    } catch (e) {
+      ignore(e, Deno.errors.NotFound, Deno.errors.NotADirectory, Deno.errors.PermissionDenied);
       continue;
     }
     for (const e of entries) {

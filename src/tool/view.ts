@@ -10,6 +10,7 @@ import { ensureAgentHome } from "../store/session.ts";
 import { asUser } from "../sys/fsid.ts";
 import { runtimeDirs } from "../store/terminals.ts";
 import { close } from "../sys/libc.ts";
+import { ignore } from "../abi/errno.ts";
 
 /** Where the view comes from besides the agent's controls. */
 export interface ViewOptions {
@@ -51,7 +52,15 @@ export function layoutOnce(): ReturnType<typeof hostLayout> {
 function real(p: string): string {
   try {
     return Deno.realPathSync(p);
-  } catch {
+  } catch (e) {
+    ignore(
+      e,
+      Deno.errors.NotFound,
+      Deno.errors.NotADirectory,
+      Deno.errors.PermissionDenied,
+      Deno.errors.NotCapable, // tsh has no --allow-all: Deno refuses /proc and /dev paths
+      "ELOOP",
+    );
     const i = p.lastIndexOf("/");
     return i > 0 ? `${real(p.slice(0, i))}/${p.slice(i + 1)}` : p;
   }

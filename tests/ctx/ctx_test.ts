@@ -11,6 +11,7 @@ import {
   run,
 } from "../fixture/mod.ts";
 import { VERSION } from "../../src/abi/version.ts";
+import { ignore } from "../../src/abi/errno.ts";
 
 async function withTree(fn: (root: string, storage: string) => Promise<void>): Promise<void> {
   const storage = await openTempDir("ctx-cli-");
@@ -172,7 +173,9 @@ Deno.test("every rejected ctx set leaves the file byte-for-byte unchanged and sa
       let before: Uint8Array | null = null;
       try {
         before = Deno.readFileSync(file);
-      } catch { /* an unknown control does not exist */ }
+      } catch (e) {
+        ignore(e, Deno.errors.NotFound); /* an unknown control does not exist */
+      }
       const r = await ctxRun(["set", path, "--", value], at(root));
       const label = `set ${path} ${JSON.stringify(value)}: ${r.stderr}`;
       assertEquals([r.code, r.stdout], [code, ""], label);
@@ -181,7 +184,9 @@ Deno.test("every rejected ctx set leaves the file byte-for-byte unchanged and sa
       let after: Uint8Array | null = null;
       try {
         after = Deno.readFileSync(file);
-      } catch { /* still absent */ }
+      } catch (e) {
+        ignore(e, Deno.errors.NotFound); /* still absent */
+      }
       assertEquals(after, before, label);
     }
     // The window/model invariant, the other way round: an explicit window blocks a model switch.

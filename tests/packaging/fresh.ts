@@ -8,6 +8,7 @@ import { buildSingle } from "../../packaging/single.ts";
 import { programs } from "../../packaging/build.ts";
 import { VERSION } from "../../src/abi/version.ts";
 import { exists, REPO } from "../fixture/mod.ts";
+import { ignore } from "../../src/abi/errno.ts";
 
 /** The file name a download has. */
 export const NAME = `cortexfs-${VERSION}-linux-x86_64`;
@@ -140,7 +141,9 @@ export function start(argv: string[], options: { cwd?: string } = {}): Started {
       stopped ??= (async () => {
         try {
           child.kill("SIGTERM");
-        } catch { /* already gone */ }
+        } catch (e) {
+          ignore(e, TypeError); /* already gone */
+        }
         const s = await child.status;
         await pump;
         return s.code;

@@ -3,6 +3,7 @@ import { assertEquals } from "../assert.ts";
 import { VERSION } from "../../src/abi/version.ts";
 import { run, run as exec } from "../fixture/mod.ts";
 import { builtFile, clean, fresh, inside, NAME, start } from "./fresh.ts";
+import { ignore } from "../../src/abi/errno.ts";
 
 const root = Deno.uid() === 0;
 
@@ -32,7 +33,8 @@ const NOBODY = ["setpriv", "--reuid=65533", "--regid=65533", "--clear-groups"];
 function names(dir: string): string[] {
   try {
     return [...Deno.readDirSync(dir)].map((e) => e.name).sort();
-  } catch {
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound);
     return [];
   }
 }
@@ -178,7 +180,9 @@ Deno.test("the single file refuses a user cache it cannot trust and a damaged pa
         for (const p of [h, `${h}/.cache`, `${h}/elsewhere`, `${h}/.cache/cortexfs`]) {
           try {
             Deno.chownSync(p, 65533, 65533);
-          } catch { /* not in this home */ }
+          } catch (e) {
+            ignore(e, Deno.errors.NotFound); /* not in this home */
+          }
         }
       }
       Deno.chownSync(`${half}/.cache/cortexfs/${hash}`, 65533, 65533);

@@ -11,12 +11,14 @@ import {
   startRuntimeDaemon,
   type Tree,
 } from "../fixture/mod.ts";
+import { ignore } from "../../src/abi/errno.ts";
 
 function alive(pid: number): boolean {
   try {
     const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
     return !stat.slice(stat.lastIndexOf(")") + 2).startsWith("Z");
-  } catch {
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound);
     return false;
   }
 }
@@ -34,7 +36,8 @@ async function pidFile(path: string): Promise<number> {
   await waitFor(() => {
     try {
       return Deno.readTextFileSync(path).trim() !== "";
-    } catch {
+    } catch (e) {
+      ignore(e, Deno.errors.NotFound);
       return false;
     }
   });
@@ -123,7 +126,9 @@ Deno.test("after kill -9 of the daemon its agent's sandbox dies with it (a child
     await d.stop();
     try {
       bystander.kill("SIGKILL");
-    } catch { /* gone */ }
+    } catch (e) {
+      ignore(e, TypeError); /* gone */
+    }
     await bystander.status;
     await cleanup(f);
   }

@@ -12,6 +12,7 @@ import {
   startRuntimeDaemon,
   type Tree,
 } from "../fixture/mod.ts";
+import { ignore } from "../../src/abi/errno.ts";
 
 async function request(f: Tree, agent: string, frame: Record<string, unknown>) {
   const c = await Raw.connect(`${f.root}/agent/${agent}.sock`);
@@ -167,7 +168,9 @@ Deno.test("scopes: shared lives under shared/, temp under the run dir and is nev
       let text = "";
       try {
         text = Deno.readTextFileSync(idx);
-      } catch { /* no index yet */ }
+      } catch (e) {
+        ignore(e, Deno.errors.NotFound); /* no index yet */
+      }
       assert(!text.includes("scratch"), idx);
     }
     // resume finds private/shared sessions, never temp ones.

@@ -11,7 +11,7 @@ import {
   OP,
   OUT_HEADER,
 } from "../../src/abi/fuse.ts";
-import { ERRNO } from "../../src/abi/errno.ts";
+import { ERRNO, ignore } from "../../src/abi/errno.ts";
 import { mountFuse } from "../../src/fuse/mount.ts";
 import { stopGroup, type StopWait } from "../../src/runtime/proc.ts";
 import * as libc from "../../src/sys/libc.ts";
@@ -60,7 +60,9 @@ function waitedFds(): number[] {
     try {
       const f = Deno.readTextFileSync(`/proc/self/task/${t.name}/syscall`).trim().split(" ");
       if (f[0] === WAITID && f[1] === "0x3") fds.push(parseInt(f[2], 16));
-    } catch { /* the thread ended */ }
+    } catch (e) {
+      ignore(e, Deno.errors.NotFound); /* the thread ended */
+    }
   }
   return fds;
 }
@@ -124,7 +126,9 @@ Deno.test({
     if (child) {
       try {
         child.kill("SIGKILL");
-      } catch { /* reaped */ }
+      } catch (e) {
+        ignore(e, TypeError); /* reaped */
+      }
       await stopping?.catch(() => {});
       await child.status;
     }

@@ -20,6 +20,7 @@ import { CAP_NAMES, dropArgv, INSTANCE_CAPS } from "../../src/host/caps.ts";
 import { detectManager, systemdBooted } from "../../src/host/systemd.ts";
 import { parseReceipt, scopeUnit } from "../../src/host/receipt.ts";
 import { startTime } from "../../src/sandbox/receipt.ts";
+import { ignore } from "../../src/abi/errno.ts";
 
 const root = Deno.uid() === 0;
 const read = (p: string) => Deno.readTextFileSync(p);
@@ -27,7 +28,8 @@ const read = (p: string) => Deno.readTextFileSync(p);
 function alive(pid: number): boolean {
   try {
     return read(`/proc/${pid}/stat`).split(") ")[1][0] !== "Z";
-  } catch {
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound);
     return false;
   }
 }
@@ -86,7 +88,9 @@ function calls(fake: string): string[][] {
   let text = "";
   try {
     text = read(`${fake}/systemctl.calls`);
-  } catch { /* none */ }
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound); /* none */
+  }
   return text.split("\n").filter((l) => l !== "").map((l) => l.split("\0").slice(0, -1));
 }
 

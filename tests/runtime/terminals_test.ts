@@ -8,6 +8,7 @@ import { startTerminals } from "../../src/host/terminals.ts";
 import { startTime } from "../../src/sandbox/receipt.ts";
 import { openDir } from "../../src/sandbox/workspace.ts";
 import { closeFd } from "../../src/sys/sock.ts";
+import { ignore } from "../../src/abi/errno.ts";
 
 const root = Deno.uid() === 0;
 
@@ -119,7 +120,9 @@ Deno.test({
       for (const c of [live, victim]) {
         try {
           c.kill("SIGKILL");
-        } catch { /* gone */ }
+        } catch (e) {
+          ignore(e, TypeError); /* gone */
+        }
         await c.status;
       }
       await Deno.remove(f.dir, { recursive: true });

@@ -18,6 +18,7 @@ import {
 import { parseTerminalEvents } from "../../src/abi/terminal.ts";
 import { startTime } from "../../src/sandbox/receipt.ts";
 import type { InstanceReceipt } from "../../src/host/receipt.ts";
+import { ignore } from "../../src/abi/errno.ts";
 
 const root = Deno.uid() === 0;
 /** A terminal unit's receipt: an instance receipt with its session, terminal id and owner. */
@@ -85,7 +86,9 @@ Deno.test({
           const m = /^socket:\[(\d+)\]$/.exec(Deno.readLinkSync(`/proc/${r.pid}/fd/${e.name}`));
           const p = m ? paths.get(Number(m[1])) : undefined;
           if (p) bound.add(p);
-        } catch { /* closed meanwhile */ }
+        } catch (e) {
+          ignore(e, Deno.errors.NotFound); /* closed meanwhile */
+        }
       }
       assertEquals([...bound], [`${tree.run}/terminal/coder/default/main.sock`]);
       // The live socket under the run dir; the ABI alias in the agent identity's home.

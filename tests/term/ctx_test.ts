@@ -2,6 +2,7 @@
 import { assert, assertEquals } from "../assert.ts";
 import { createAgent } from "../../src/store/agent_new.ts";
 import { closePane, CTX_ARGV, makeTree, pane, REPO, type Tmux, until } from "../fixture/mod.ts";
+import { ignore } from "../../src/abi/errno.ts";
 
 async function ctx(env: Record<string, string>, ...args: string[]) {
   const o = await new Deno.Command(CTX_ARGV[0], {
@@ -19,7 +20,8 @@ function alive(pid: number): boolean {
   try {
     Deno.kill(pid, "SIGCONT");
     return true;
-  } catch {
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound);
     return false;
   }
 }

@@ -11,6 +11,7 @@ import {
   type Tmux,
   until,
 } from "../fixture/mod.ts";
+import { ignore } from "../../src/abi/errno.ts";
 
 const attach = (t: Term) => [...CTXTERM_ARGV, "attach", t.socket];
 const watch = (t: Term) => [...CTXTERM_ARGV, "watch", t.socket];
@@ -131,7 +132,8 @@ Deno.test("the program's exit is recorded and ends the terminal; clients hear it
         try {
           Deno.lstatSync(t.socket);
           return "present";
-        } catch {
+        } catch (e) {
+          ignore(e, Deno.errors.NotFound);
           return "removed";
         }
       })(),
@@ -163,7 +165,8 @@ Deno.test("kill -9 of ctxterm mid-output leaves events.jsonl whole lines and par
       try {
         Deno.kill(t.program, "SIGCONT");
         return false;
-      } catch {
+      } catch (e) {
+        ignore(e, Deno.errors.NotFound);
         return true;
       }
     }, "the program to be gone");

@@ -5,6 +5,7 @@ import { runTool } from "../../src/tool/exec.ts";
 import { MAX_EDIT, MAX_INPUT } from "../../src/tool/fs.ts";
 import { type Receipt, receiptLive } from "../../src/sandbox/receipt.ts";
 import { cleanup, toolTree, TSH } from "../fixture/mod.ts";
+import { ignore } from "../../src/abi/errno.ts";
 
 const PERMS: string[] = JSON.parse(
   Deno.readTextFileSync(new URL("../../src/program/permissions.json", import.meta.url)),
@@ -19,7 +20,8 @@ function alive(pid: number, argv0: string): boolean {
     const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
     const cmd = Deno.readTextFileSync(`/proc/${pid}/cmdline`);
     return stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z" && cmd.startsWith(argv0 + "\0");
-  } catch {
+  } catch (e) {
+    ignore(e, Deno.errors.NotFound);
     return false;
   }
 }
@@ -39,7 +41,9 @@ function live(argv: string[]): number[] {
       ) {
         found.push(Number(e.name));
       }
-    } catch { /* gone meanwhile */ }
+    } catch (e) {
+      ignore(e, Deno.errors.NotFound); /* gone meanwhile */
+    }
   }
   return found;
 }
