@@ -17,7 +17,7 @@ const u32 = z.number().int().min(0).max(0xffffffff);
 const path = z.string().min(1).max(512);
 
 /**
- * `claim`: run src/store/session.ts `claimDir` for this claim (its own words: the directory
+ * `claim`: run src/store/session/claim.ts `claimDir` for this claim (its own words: the directory
  * below `trust` given to `uid`:`gid`). The host runs only the claims it computes for the agent's
  * identity itself (`claimsOf`); the message carries no fd.
  */

@@ -2,7 +2,7 @@
 import { type BrokerAnswer, brokerAsk, type ClaimAsk, MAX_BROKER } from "../abi/broker.ts";
 import { ERRNO, type Errno, errnoName, toCtxError } from "../abi/errno.ts";
 import { loadAgent } from "../store/agent.ts";
-import { type Claim, claimsOf, runClaim } from "../store/session.ts";
+import { type Claim, claimsOf, runClaim } from "../store/session/claim.ts";
 import { boundFile, notUnixStream, recvMsg, sendMsg, unixName } from "../sys/fdpass.ts";
 import { closeFd, pollReadable, Wake } from "../sys/listen.ts";
 import { peerCred } from "../sys/sock.ts";

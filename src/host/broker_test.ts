@@ -9,7 +9,7 @@ import { Broker } from "./broker.ts";
 import { HostChannel, MAX_PENDING } from "../runtime/channel.ts";
 import type { Workspace } from "../runtime/peer.ts";
 import { createAgent } from "../store/agent_new.ts";
-import { type Claim, claimsOf } from "../store/session.ts";
+import { type Claim, claimsOf } from "../store/session/claim.ts";
 import { cleanup, makeTree } from "../../tests/fixture/mod.ts";
 import { ignore } from "../abi/errno.ts";
 

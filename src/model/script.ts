@@ -2,7 +2,7 @@
 import { z } from "zod";
 import { CtxError, ERRNO } from "../abi/errno.ts";
 import { readRegular } from "../store/regular.ts";
-import { asOwner } from "../store/session.ts";
+import { asOwner } from "../store/session/ref.ts";
 import type { Driver, ModelEvent, ModelRequest } from "./driver.ts";
 
 /** The script file's default name, inside the agent home, when `default` has no `script=`. */

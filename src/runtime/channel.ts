@@ -1,7 +1,7 @@
 /** The instance's end of its private socketpair with the host: hands each accepted connection's fd to the host and gets back the peer's workspace fd, or the reason the peer is refused. */
 import { brokerAnswer, MAX_BROKER } from "../abi/broker.ts";
 import { CtxError, ERRNO, type Errno, errnoName } from "../abi/errno.ts";
-import type { Claim } from "../store/session.ts";
+import { type Claim } from "../store/session/claim.ts";
 import { recvMsg, sendMsg } from "../sys/fdpass.ts";
 import { pollInSync } from "../sys/libc.ts";
 import { closeFd, pollReadable, Wake } from "../sys/listen.ts";
@@ -61,7 +61,7 @@ export class HostChannel {
   }
 
   /**
-   * Asks the host to run claim `c` (src/store/session.ts `claimDir`: a directory given to a uid)
+   * Asks the host to run claim `c` (src/store/session/claim.ts `claimDir`: a directory given to a uid)
    * and waits for its answer on this thread: claimDir's callers are synchronous, and the host
    * answers from its own loop at once (a directory made and chowned). Bounded: a host that does
    * not answer within {@link CLAIM_MS} (or is gone) fails the claim with EIO. Replies to `peer`

@@ -1,6 +1,6 @@
 /** One agent's runtime instance: takes the listening socket its host hands over (fd 3), waits to be released, serves that agent alone, exits when idle or told to. */
 import { CtxError, ignore } from "../abi/errno.ts";
-import { delegateClaims } from "../store/session.ts";
+import { delegateClaims } from "../store/session/claim.ts";
 import { isSeqpacket, notUnixStream } from "../sys/fdpass.ts";
 import { setCloexec } from "../sys/sock.ts";
 import { HostChannel } from "./channel.ts";

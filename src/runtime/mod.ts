@@ -4,14 +4,9 @@ import { ignore, toCtxError } from "../abi/errno.ts";
 import { loadAgent } from "../store/agent.ts";
 import { ensureDir } from "../store/atomic.ts";
 import { RunIndex } from "../store/runs.ts";
-import {
-  appendEvent,
-  checkSession,
-  findSessions,
-  readEvents,
-  type SessionRef,
-  setState,
-} from "../store/session.ts";
+import { appendEvent, checkSession, readEvents, setState } from "../store/session/files.ts";
+import { findSessions } from "../store/session/index.ts";
+import { type SessionRef } from "../store/session/ref.ts";
 import type { OpContext } from "./ops.ts";
 import type { Run } from "./recorder.ts";
 import { groupsDir, type Reaped, reapGroups } from "./groups.ts";

@@ -14,20 +14,16 @@ import {
 import { MAX_CONTEXT, utf8Length } from "../abi/envelope.ts";
 import type { RunIndex } from "../store/runs.ts";
 import {
-  asOwner,
   checkSession,
-  currentSession,
   openSession,
   readEvents,
   readMessages,
   readSessionFile,
   readState,
-  sessionBase,
   sessionExists,
-  type SessionRef,
-  sessionRef,
-  touchIndex,
-} from "../store/session.ts";
+} from "../store/session/files.ts";
+import { currentSession, touchIndex } from "../store/session/index.ts";
+import { asOwner, sessionBase, type SessionRef, sessionRef } from "../store/session/ref.ts";
 import { admitUid, checkOwner } from "./admit.ts";
 import { executeCall } from "./call.ts";
 import type { Conn } from "./conn.ts";

@@ -3,7 +3,8 @@ import { assertEquals } from "../../tests/assert.ts";
 import type { Frame } from "../abi/frames.ts";
 import { readRecords } from "../store/jsonl.ts";
 import { RunIndex } from "../store/runs.ts";
-import { openSession, sessionRef } from "../store/session.ts";
+import { openSession } from "../store/session/files.ts";
+import { sessionRef } from "../store/session/ref.ts";
 import type { Conn } from "./conn.ts";
 import { newRunId, Run } from "./recorder.ts";
 

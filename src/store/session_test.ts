@@ -1,6 +1,8 @@
 /** Session directories: layout, index order, by-cwd keys. */
 import { assertEquals } from "../../tests/assert.ts";
-import { cwdKey, listSessions, openSession, sessionRef, touchIndex } from "./session.ts";
+import { openSession } from "./session/files.ts";
+import { cwdKey, listSessions, touchIndex } from "./session/index.ts";
+import { sessionRef } from "./session/ref.ts";
 
 Deno.test("cwdKey() is cwd- + 16 hex digits of FNV-1a 64", () => {
   assertEquals(cwdKey(""), "cwd-cbf29ce484222325");

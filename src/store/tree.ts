@@ -4,7 +4,8 @@ import { DEFAULT_TEMPLATE } from "../abi/prompt.ts";
 import { BUILTIN_TOOLS, toolEntry, toolPolicy } from "../abi/builtin.ts";
 import { parseTshConfig } from "../abi/tshconfig.ts";
 import { ensureDir, replaceFile, syncDir } from "./atomic.ts";
-import { asOwner, ensureAgentHome, mkdirOnce } from "./session.ts";
+import { ensureAgentHome, mkdirOnce } from "./session/claim.ts";
+import { asOwner } from "./session/ref.ts";
 
 /** The root entries of every generation, in `ls` order of the spec; nothing else may sit at the root. */
 export const ROOT_ENTRIES = ["status", "bin", "model", "agent", "tool", "home", "shared"] as const;
@@ -139,7 +140,7 @@ export function makeDir(
 /** Makes `home/<uid>/` and the skeleton of one agent home below it. */
 export function makeAgentHome(root: string, name: string, ctx: { uid: number; gid: number }): void {
   // Root makes only home/<uid> and gives it away; the rest is made as the uid, so a symlink the
-  // user planted under its home never leads root anywhere (src/store/session.ts).
+  // user planted under its home never leads root anywhere (src/store/session/claim.ts).
   const home = ensureAgentHome(root, { uid: ctx.uid, gid: ctx.gid, agent: name });
   asOwner(ctx, () => {
     for (const d of ["model", "tool"]) mkdirOnce(`${root}/home/${ctx.uid}/${d}`, 0o755);

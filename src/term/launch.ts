@@ -8,7 +8,8 @@
 import { CtxError, ignore } from "../abi/errno.ts";
 import { readyLine } from "../abi/terminal.ts";
 import { loadAgent } from "../store/agent.ts";
-import { openSession, sessionRef } from "../store/session.ts";
+import { openSession } from "../store/session/files.ts";
+import { sessionRef } from "../store/session/ref.ts";
 import { resolvePaths } from "../store/paths.ts";
 import { programArgv, self } from "../program/self.ts";
 import { aliasPath, newTerminalId, sessionDir, userSocket } from "./locate.ts";

@@ -6,7 +6,7 @@ import { planView } from "../sandbox/mounts.ts";
 import { hostLayout, type SandboxSpec } from "../sandbox/profile.ts";
 import { dupFd, fdPath, gitGuards, openDir } from "../sandbox/workspace.ts";
 import type { AgentDef } from "../store/agent.ts";
-import { ensureAgentHome } from "../store/session.ts";
+import { ensureAgentHome } from "../store/session/claim.ts";
 import { asUser } from "../sys/fsid.ts";
 import { runtimeDirs } from "../store/terminals.ts";
 import { close } from "../sys/libc.ts";

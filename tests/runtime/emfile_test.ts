@@ -87,7 +87,9 @@ Deno.test("out of fds, a receipt check is unknown: reapInit and stopVerified sig
 const absentScript = (receipt: string, base: string) => `
 const { readReceipt } = await import("${import.meta.resolve("../../src/host/receipt.ts")}");
 const { mountedType } = await import("${import.meta.resolve("../../src/fuse/mount.ts")}");
-const { currentSession } = await import("${import.meta.resolve("../../src/store/session.ts")}");
+const { currentSession } = await import("${
+  import.meta.resolve("../../src/store/session/index.ts")
+}");
 const reads = {
   receipt: () => readReceipt(${JSON.stringify(receipt)})?.agent,
   mount: () => mountedType("/"),

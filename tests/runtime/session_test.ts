@@ -1,6 +1,6 @@
 /** Rules 2 and 3: durable session files, index, scopes, and idempotent request ids (also across restarts). */
 import { assert, assertEquals } from "../assert.ts";
-import { cwdKey } from "../../src/store/session.ts";
+import { cwdKey } from "../../src/store/session/index.ts";
 import { readRecords } from "../../src/store/jsonl.ts";
 import {
   addTestAgent,

@@ -1,7 +1,7 @@
 /** Must-show stress: kill -9 mid-run then restart, 20 concurrent clients on one session, frame fuzzing. */
 import { assert, assertEquals } from "../assert.ts";
 import { readRecords } from "../../src/store/jsonl.ts";
-import { findSessions } from "../../src/store/session.ts";
+import { findSessions } from "../../src/store/session/index.ts";
 import {
   addTestAgent,
   cleanup,
