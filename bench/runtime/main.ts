@@ -6,7 +6,7 @@
  */
 import { startRuntime } from "../../src/runtime/mod.ts";
 import { historyOf } from "../../src/runtime/turn.ts";
-import { sessionRef } from "../../src/store/session.ts";
+import { sessionRef } from "../../src/store/session/ref.ts";
 import { addTestAgent, cleanup, makeTree, Raw } from "../../tests/fixture/mod.ts";
 
 const N = Number(Deno.env.get("BENCH_N") ?? 30);
