@@ -99,7 +99,15 @@ export class AgentClient {
         await Deno.connect({ transport: "unix", path: `${root}/agent/${agent}.sock` }),
       );
     } catch (e) {
-      ignore(e, Deno.errors.NotFound, Deno.errors.ConnectionRefused, Deno.errors.PermissionDenied);
+      // Unreachable by any of these, the caller's findTree says why (a dead mount is ENOTCONN).
+      ignore(
+        e,
+        Deno.errors.NotFound,
+        Deno.errors.ConnectionRefused,
+        Deno.errors.PermissionDenied,
+        Deno.errors.NotConnected,
+        Deno.errors.NotADirectory,
+      );
       return undefined;
     }
   }
