@@ -1,7 +1,7 @@
 /** The instance's end of its private socketpair with the host: hands each accepted connection's fd to the host and gets back the peer's workspace fd, or the reason the peer is refused. */
 import { brokerAnswer, MAX_BROKER } from "../abi/broker.ts";
 import { CtxError, ERRNO, type Errno, errnoName } from "../abi/errno.ts";
-import { type Claim } from "../store/session/claim.ts";
+import type { Claim } from "../store/session/claim.ts";
 import { recvMsg, sendMsg } from "../sys/fdpass.ts";
 import { pollInSync } from "../sys/libc.ts";
 import { closeFd, pollReadable, Wake } from "../sys/listen.ts";

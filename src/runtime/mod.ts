@@ -6,7 +6,7 @@ import { ensureDir } from "../store/atomic.ts";
 import { RunIndex } from "../store/runs.ts";
 import { appendEvent, checkSession, readEvents, setState } from "../store/session/files.ts";
 import { findSessions } from "../store/session/index.ts";
-import { type SessionRef } from "../store/session/ref.ts";
+import type { SessionRef } from "../store/session/ref.ts";
 import type { OpContext } from "./ops.ts";
 import type { Run } from "./recorder.ts";
 import { groupsDir, type Reaped, reapGroups } from "./groups.ts";

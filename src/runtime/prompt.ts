@@ -4,7 +4,7 @@ import { loadedTools } from "../prompt/collect.ts";
 import { type Prompt, renderPrompt, skillsSnapshot } from "../prompt/render.ts";
 import { dirSource, type Source } from "../prompt/source.ts";
 import { readSessionFile, writeSessionFiles } from "../store/session/files.ts";
-import { type SessionRef } from "../store/session/ref.ts";
+import type { SessionRef } from "../store/session/ref.ts";
 import type { ModelRun } from "./turn.ts";
 import type { AgentView } from "./view.ts";
 import { ignore } from "../abi/errno.ts";

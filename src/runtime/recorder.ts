@@ -12,7 +12,7 @@ import {
 } from "../abi/frames.ts";
 import type { RunIndex } from "../store/runs.ts";
 import { appendEventSoon, appendMessageSoon, setStateSoon } from "../store/session/files.ts";
-import { type SessionRef } from "../store/session/ref.ts";
+import type { SessionRef } from "../store/session/ref.ts";
 import type { Conn } from "./conn.ts";
 
 // Frames as emitted by run code: the recorder stamps `run` itself.

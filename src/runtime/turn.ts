@@ -8,7 +8,7 @@ import { candidatesOf } from "../model/fallback.ts";
 import { admit, turnsOf } from "../prompt/admit.ts";
 import { offerTools } from "../prompt/offer.ts";
 import { readMessages } from "../store/session/files.ts";
-import { type SessionRef } from "../store/session/ref.ts";
+import type { SessionRef } from "../store/session/ref.ts";
 import { type CallContext, executeCall } from "./call.ts";
 import { promptOf, snapshot } from "./prompt.ts";
 

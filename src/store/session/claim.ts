@@ -1,6 +1,6 @@
 /** The directories above a session: root's claims given to an owner (checked, never followed), the session base and agent homes made level by level as their owners. */
 import { CtxError, toCtxError } from "../../abi/errno.ts";
-import { type Scope } from "../../abi/frames.ts";
+import type { Scope } from "../../abi/frames.ts";
 import { currentFsId } from "../../sys/fsid.ts";
 import { syncDir } from "../atomic.ts";
 import {

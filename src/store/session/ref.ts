@@ -1,5 +1,5 @@
 /** Where a session lives and who owns it: the reference every session operation takes, the modes, and running as its owner. */
-import { type Scope } from "../../abi/frames.ts";
+import type { Scope } from "../../abi/frames.ts";
 import { sessionBase } from "../../abi/layout.ts";
 import { asUser } from "../../sys/fsid.ts";
 import { HISTORY_MAX } from "../jsonl.ts";
