@@ -202,3 +202,25 @@ Deno.test("hole 10c: a SIGKILLed instance's steps are stopped by the host at its
     await cleanup(f);
   }
 });
+
+Deno.test("hole 10c: after a crash of the whole service (host and instances SIGKILLed), the next start stops what is left of both agents' steps", async () => {
+  const { f, d, conns, runs } = await stubbornPair();
+  let again: RuntimeDaemon | undefined;
+  try {
+    try {
+      await d.kill9();
+    } finally {
+      for (const c of conns) c.close();
+    }
+    // A non-root agent's sandbox may outlive the crash (spec/sandbox.md): the next host's first
+    // act is to reap every receipt under <run>/groups.
+    again = await startRuntimeDaemon(f);
+    const left = () => Object.values(runs).flatMap(runPids);
+    assert(await waitFor(() => left().length === 0), `left: ${left()}`);
+    await bystander(f);
+  } finally {
+    await again?.stop();
+    sweep(runs);
+    await cleanup(f);
+  }
+});
