@@ -4,9 +4,9 @@
  * driver alone (AI SDK, no runtime) in between. Interleaved, medians, ratios. Never asserts a
  * duration.
  */
-import { startRuntime } from "../../src/runtime/mod.ts";
 import { openaiChatDriver } from "../../src/model/openai.ts";
 import { cleanup, makeTree, Raw } from "../../tests/fixture/mod.ts";
+import { startRuntimeDaemon } from "../../tests/fixture/runtime.ts";
 import { fixture, OpenAIServer } from "../../tests/model/openai_server.ts";
 import { addModel } from "../../tests/model/world.ts";
 import { createAgent } from "../../src/store/agent_new.ts";
@@ -25,7 +25,8 @@ createAgent(f.root, "m", { uid: 0, gid: 0, model: "fixture/chat" });
 const ws = `${f.dir}/ws`;
 Deno.mkdirSync(ws);
 Deno.chdir(ws); // the socket client's cwd is the workspace the runtime holds
-const rt = await startRuntime({ root: f.root, run: f.run });
+// The production path: cortexfsd, its host and the agent's own instance.
+const rt = await startRuntimeDaemon(f);
 const c = await Raw.connect(`${f.root}/agent/m.sock`);
 const plain = fixture("plain");
 const body = JSON.stringify({
@@ -98,7 +99,7 @@ try {
   );
 } finally {
   c.close();
-  await rt.close();
+  await rt.stop();
   await server.close();
   await cleanup(f);
 }

@@ -4,10 +4,10 @@
  * size), a `tsh` op vs a bare spawn.
  * Prints medians and the ratios (the per-step host overhead). Never asserts a duration.
  */
-import { startRuntime } from "../../src/runtime/mod.ts";
 import { historyOf } from "../../src/runtime/turn.ts";
 import { sessionRef } from "../../src/store/session/ref.ts";
 import { addTestAgent, cleanup, makeTree, Raw } from "../../tests/fixture/mod.ts";
+import { startRuntimeDaemon } from "../../tests/fixture/runtime.ts";
 
 const N = Number(Deno.env.get("BENCH_N") ?? 30);
 /** Deltas of the flood case. */
@@ -53,7 +53,8 @@ async function paired(
 
 const f = await makeTree();
 addTestAgent(f, "echo");
-const rt = await startRuntime({ root: f.root, run: f.run });
+// The production path: cortexfsd, its host and the agent's own instance.
+const rt = await startRuntimeDaemon(f);
 const c = await Raw.connect(`${f.root}/agent/echo.sock`);
 try {
   let k = 0;
@@ -139,6 +140,6 @@ try {
   );
 } finally {
   c.close();
-  await rt.close();
+  await rt.stop();
   await cleanup(f);
 }

@@ -3,8 +3,8 @@
  * of history, laid out directly in the backing storage (the layout a migration-built tree has).
  * Starts a real cortexfsd and prints, in ms from the moment the mount appears: `ls` of the mount
  * root, `stat` of /ctx/status, `ls` of /ctx/agent; then when the host has armed every socket, and a
- * cold (instance start) and warm `send` to one agent; then, for comparison, how long the single
- * in-process runtime (the design before per-agent instances) takes to start on the same tree.
+ * cold (instance start) and warm `send` to one agent. (The single in-process runtime it was once
+ * compared with is gone: production and tests run only host -> per-agent instance.)
  * Prints numbers; asserts no duration.
  */
 import { cleanup, ctxRun, makeTree, startDaemon } from "../../tests/fixture/mod.ts";
@@ -89,18 +89,6 @@ try {
   const warm = await timed(() => ctxRun(["agent", "send", target, "warm"], { env }));
   const direct = await timed(() => ctxRun(["status"], { env })); // ctx's own start, for scale
   await d.stop();
-  // Before: what the single in-process runtime did at every start (cortexfsd before issue 9 ran
-  // it on its main thread): index every agent's sessions, recover, listen on every socket.
-  let single = NaN;
-  if (Deno.env.get("BENCH_SINGLE") !== "0") {
-    const { startRuntime } = await import("../../src/runtime/mod.ts");
-    const other = await Deno.makeTempDir({ prefix: "bench-single-run-" });
-    single = await timed(async () => {
-      const rt = await startRuntime({ root: tree.root, run: other });
-      await rt.close();
-    });
-    await Deno.remove(other, { recursive: true });
-  }
   const f = (x: number) => Math.round(x * 10) / 10;
   console.log(JSON.stringify({
     agents: N,
@@ -116,7 +104,6 @@ try {
     send_cold_instance_ms: f(cold),
     send_warm_ms: f(warm),
     ctx_status_ms: f(direct),
-    before_single_runtime_start_ms: f(single),
   }));
 } finally {
   await cleanup(tree);

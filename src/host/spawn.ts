@@ -5,6 +5,7 @@ import { type ErrorFrame, errorOf } from "../abi/frames.ts";
 import { closeFd } from "../sys/listen.ts";
 import { seqpacketPair } from "../sys/fdpass.ts";
 import { Broker } from "./broker.ts";
+import { groupsDir, reapGroups } from "../runtime/groups.ts";
 import { logPump, type Presence } from "../runtime/presence.ts";
 import {
   dropReceipt,
@@ -246,9 +247,12 @@ export class Live {
       this.#served = ok;
       clearTimeout(this.#timer);
     });
-    this.exited = exit.promise.then(({ code, signal }) => {
+    this.exited = exit.promise.then(async ({ code, signal }) => {
+      // Before onExit re-arms the socket: the receipts read now are all this instance's.
+      const reaping = this.#reap();
       this.#exit(code, signal);
       onExit(this);
+      await reaping;
     });
     this.#hold(spawned.unit);
   }
@@ -369,6 +373,28 @@ export class Live {
     if (this.receipt) {
       void this.#ctx.stop(this.receipt, { graceMs: this.#ctx.graceMs, exited: this.exited });
     } else this.child.stdin?.end();
+  }
+
+  /**
+   * Stops the step groups the exited instance left (a killed one ends none of its own). Its
+   * sandboxes' parent-death signal is no help here: the kernel sends it with the dying instance's
+   * credentials, and an instance (root without CAP_KILL) may not signal a non-root agent's bwrap.
+   * The host may: each group by its receipt, that agent's only, read before anything can start
+   * the agent again (`reapGroups` reads every receipt before its first wait).
+   */
+  async #reap(): Promise<void> {
+    const name = this.#name;
+    try {
+      const r = await reapGroups(groupsDir(this.#ctx.run), { agent: name });
+      if (r.stopped.length > 0) {
+        this.#ctx.presence.log(
+          name,
+          `cortexfsd: instance ${name} left step groups ${r.stopped.join(" ")}: stopped\n`,
+        );
+      }
+    } catch (e) {
+      this.#ctx.presence.log(name, `cortexfsd: instance ${name}: reaping its groups: ${e}\n`);
+    }
   }
 
   /** Records the exit: log line, status, `meta.json`'s exit, and last the receipt's removal. */

@@ -1,4 +1,4 @@
-/** The agent socket runtime: start it on a tree and a run dir; it serves one socket per agent, or one handed-over socket (an instance). */
+/** The agent socket runtime of one agent's instance: start it on a tree and a run dir; it serves the one socket its host handed over. */
 import { errorOf } from "../abi/frames.ts";
 import { ignore, toCtxError } from "../abi/errno.ts";
 import { loadAgent } from "../store/agent.ts";
@@ -12,7 +12,7 @@ import type { Run } from "./recorder.ts";
 import { groupsDir, type Reaped, reapGroups } from "./groups.ts";
 import { peerWorkspace, type Workspace } from "./peer.ts";
 import { type AgentStatus, Presence } from "./presence.ts";
-import { adoptConn, listen, type Listener, listenFd, unlisten } from "./server.ts";
+import { adoptConn, type Listener, listenFd, unlisten } from "./server.ts";
 import { TOOL_HOST, type ToolHost } from "./tools.ts";
 import { toolCache } from "../tool/config.ts";
 
@@ -24,9 +24,9 @@ export type { Reaped } from "./groups.ts";
 export interface RuntimeOptions {
   /** The tree: the concrete generation directory (resolved once at startup). */
   root: string;
-  /** Live socket dir: sockets go to `<run>/agent/<name>.sock`. */
+  /** Live socket dir: the host's sockets are `<run>/agent/<name>.sock`. */
   run: string;
-  /** Run index file (default `<run>/runs.sqlite`); rebuilt from events.jsonl at every start. */
+  /** Run index file (default `<run>/index/<agent>.sqlite`); rebuilt from events.jsonl at every start. */
   index?: string;
   /** How long an approval_request waits for its answer (default 60 s). */
   approvalTimeoutMs?: number;
@@ -40,10 +40,10 @@ export interface RuntimeOptions {
   /** The FUSE mount projecting `root` (cortexfsd passes it): a client cwd inside it names the tree. */
   mount?: string;
   /**
-   * Instance mode: serve this one agent only (its sessions, its step groups, its own index,
-   * default `<run>/index/<agent>.sqlite`) on the listening socket `fd` handed over by the host.
+   * Serve this one agent only (its sessions, its step groups, its own index) on the listening
+   * socket `fd` handed over by the host.
    */
-  instance?: {
+  instance: {
     agent: string;
     fd: number;
     /**
@@ -68,12 +68,6 @@ export interface RuntimeOptions {
 
 /** A running runtime. */
 export interface Runtime {
-  /** Serves an agent's socket now (the FUSE create path and `ctx agent new` call this). */
-  serve(name: string): Promise<string>;
-  /** Stops serving an agent (its definition and sessions are untouched). */
-  unserve(name: string): Promise<void>;
-  /** Names of the agents being served. */
-  agents(): string[];
   /** Runs interrupted by the previous daemon that startup closed as errors. */
   readonly recovered: string[];
   /**
@@ -81,8 +75,6 @@ export interface Runtime {
    * skipped, logged to stderr, never repaired; every request to one answers EIO with its path.
    */
   readonly broken: Broken[];
-  /** Agents whose socket could not be served at startup (logged; the others are served). */
-  readonly failed: Broken[];
   /** Agent process groups the previous daemon left running that startup stopped, and stale receipts. */
   readonly reaped: Reaped;
   /** Live connections and live runs together (0: idle). */
@@ -93,22 +85,12 @@ export interface Runtime {
   close(): Promise<void>;
 }
 
-/** A session (or agent) startup skipped, and why. */
+/** A session startup skipped, and why. */
 export interface Broken {
-  /** The session directory (or the agent name, in `failed`). */
+  /** The session directory. */
   dir: string;
   errno: string;
   message: string;
-}
-
-function agentNames(root: string): string[] {
-  const out: string[] = [];
-  for (const e of Deno.readDirSync(`${root}/agent`)) {
-    // Aliases (symlinks), controls (.d), sockets and temp names are not definitions.
-    if (!e.isFile || e.name.startsWith(".") || e.name.endsWith(".sock")) continue;
-    out.push(e.name);
-  }
-  return out.sort();
 }
 
 /**
@@ -199,30 +181,27 @@ function prepareRun(run: string): void {
 }
 
 /**
- * Starts the runtime: rebuilds the run index, closes interrupted runs, serves every agent (or, as
- * an instance, the one agent on its handed-over socket, with only that agent's sessions).
+ * Starts the runtime: rebuilds the agent's run index, closes its interrupted runs, serves its
+ * handed-over socket (that agent's sessions only).
  */
 export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
   toolCache(options.toolCache); // refuse a bad value at start, not on every tool call
   prepareRun(options.run);
   const one = options.instance;
   // First: orphaned agent groups of a killed daemon must not outlive it into this one.
-  const reaped = await reapGroups(groupsDir(options.run), { agent: one?.agent });
-  const index = new RunIndex(
-    options.index ??
-      (one ? `${options.run}/index/${one.agent}.sqlite` : `${options.run}/runs.sqlite`),
-  );
+  const reaped = await reapGroups(groupsDir(options.run), { agent: one.agent });
+  const index = new RunIndex(options.index ?? `${options.run}/index/${one.agent}.sqlite`);
   const sessions = findSessions(options.root, options.run, identityOf(options.root), {
-    agent: one?.agent,
+    agent: one.agent,
   });
   const { recovered, broken } = recover(index, sessions);
   // An instance's agent log has one writer, its host: the lines go to stderr, which the host reads.
   const presence = new Presence(options.root, {
     changed: options.changed,
-    log: one ? (_name, lines) => toStderr(lines) : undefined,
-    report: one?.report,
+    log: (_name, lines) => toStderr(lines),
+    report: one.report,
   });
-  const peer = one?.peer;
+  const peer = one.peer;
   const ctx: OpContext = {
     root: options.root,
     run: options.run,
@@ -240,53 +219,19 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
     workspaceOf: peer ? (fd) => peer(fd) : (fd, pid) => Promise.resolve(peerWorkspace(fd, pid)),
   };
   const listeners = new Map<string, Listener>();
-  const serve = async (name: string) => {
-    const have = listeners.get(name);
-    if (have) return have.path;
-    const l = one ? await listenFd(ctx, name, one.fd) : await listen(ctx, name);
-    listeners.set(name, l);
-    await presence.serve(name);
-    return l.path;
-  };
-  // One agent that cannot be served (a bad name, a planted temp) must not keep the rest down.
-  const failed: Broken[] = [];
-  if (one) {
-    await serve(one.agent); // an instance that cannot serve its one socket fails whole
-    if (one.conn !== undefined) adoptConn(ctx, listeners.get(one.agent)!, one.conn);
-  } else {
-    for (const name of agentNames(options.root)) {
-      try {
-        await serve(name);
-      } catch (e) {
-        note(failed, name, e);
-      }
-    }
-  }
+  const l = await listenFd(ctx, one.agent, one.fd); // an instance that cannot serve fails whole
+  listeners.set(one.agent, l);
+  await presence.serve(one.agent);
+  if (one.conn !== undefined) adoptConn(ctx, l, one.conn);
   const countConns = () => {
     let n = 0;
     for (const l of listeners.values()) n += l.conns.size;
     return n;
   };
   return {
-    serve,
     recovered,
     broken,
-    failed,
     reaped,
-    async unserve(name) {
-      const l = listeners.get(name);
-      listeners.delete(name);
-      if (l) await unlisten(l);
-      await presence.unserve(name);
-      // The definition is gone: so is its alias (a daemon that merely stops leaves it dangling,
-      // which clients read as "declared but down").
-      try {
-        Deno.removeSync(`${options.root}/agent/${name}.sock`);
-      } catch (e) {
-        ignore(e, Deno.errors.NotFound); /* never linked */
-      }
-    },
-    agents: () => [...listeners.keys()].sort(),
     activity: () => countConns() + ctx.active.size,
     async cancelAll() {
       await Promise.all([...ctx.active.values()].map((r) => r.cancel()));
@@ -295,7 +240,7 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
       for (const r of [...ctx.active.values()]) await r.interrupt(); // EINTR, not a cancel
       for (const l of listeners.values()) {
         await unlisten(l);
-        await presence.unserve(l.name, one ? "idle" : "dead");
+        await presence.unserve(l.name, "idle");
       }
       listeners.clear();
       index.close();

@@ -3,7 +3,6 @@ import net from "node:net";
 import { CtxError, ignore, toCtxError } from "../abi/errno.ts";
 import { tempName } from "../abi/names.ts";
 import { encodeFrame, errorOf, OPS, request } from "../abi/frames.ts";
-import { ensureDir } from "../store/atomic.ts";
 import { closeFd, fdOf, type PeerCred, peerCred, setCloexec } from "../sys/sock.ts";
 import { Conn } from "./conn.ts";
 import { admitPeer, opCancel, type OpContext, opResume, opSend, opTsh } from "./ops.ts";
@@ -229,31 +228,6 @@ async function accept(ctx: OpContext, name: string, conns: Set<Conn>, socket: ne
     (line) => handle(ctx, name, conn, line, queue),
     () => void conn.send(errorOf("EMSGSIZE", "frame exceeds 1 MiB")),
   );
-}
-
-/** Listens on `<run>/agent/<name>.sock` (0666; SO_PEERCRED decides) and links the tree alias. */
-export async function listen(ctx: OpContext, name: string): Promise<Listener> {
-  const dir = `${ctx.run}/agent`;
-  ensureDir(dir, 0o711); // reachable by name, not listable
-  const path = `${dir}/${name}.sock`;
-  try {
-    if (Deno.lstatSync(path).isSocket) Deno.removeSync(path); // stale from a killed daemon
-  } catch (e) {
-    ignore(e, Deno.errors.NotFound); /* absent */
-  }
-  const conns = new Set<Conn>();
-  const server = serverOf(ctx, name, conns);
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(path, () => {
-      server.off("error", reject);
-      resolve();
-    });
-  });
-  setCloexec(fdOf(server));
-  Deno.chmodSync(path, 0o666);
-  linkAlias(ctx.root, name, path);
-  return { name, path, server, conns };
 }
 
 /**

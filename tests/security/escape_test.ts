@@ -1,7 +1,7 @@
 /**
  * Issue 8 hole 10: nothing an executable agent starts outlives its run, and nothing it starts can
  * wedge the run: a child leaving the group (`setsid`), a child holding stdout, an agent ignoring
- * SIGTERM, a daemon killed with SIGKILL. Runs on the runtime alone (tests/fixture/runtime.ts): the
+ * SIGTERM, an instance killed with SIGKILL. Runs on cortexfsd (tests/fixture/runtime.ts): the
  * processes of a run are found on the host by their CTX_RUN_ID (`runPids`).
  */
 import { assert, assertEquals } from "../assert.ts";
@@ -12,8 +12,9 @@ import {
   cleanup,
   makeTree,
   Raw,
+  run as runArgv,
   runPids,
-  startInProcessDaemon,
+  type RuntimeDaemon,
   startRuntimeDaemon,
   type Tree,
 } from "../fixture/mod.ts";
@@ -98,35 +99,128 @@ Deno.test("hole 10b: cancel of an agent ignoring SIGTERM with a setsid grandchil
   }
 });
 
-Deno.test("hole 10c: kill -9 of the daemon mid-run leaves no process of the run (the sandbox dies with its parent), for a root-made and a non-root agent", async () => {
+/** A uid-65534 `stat` of the mount's status answers (the bystander of every attack test). */
+async function bystander(f: Tree): Promise<void> {
+  const r = await runArgv(["stat", "-c", "%F", `${f.mount}/status`], { uid: 65534, ms: 10_000 });
+  assertEquals(r.code, 0, r.stderr);
+}
+
+/**
+ * A tree with root's agent `t` and a non-root agent `n` (uid 65534: its bwrap runs unprivileged,
+ * after setpriv), cortexfsd serving it, and a stubborn step of each running: the run ids, once
+ * each run's agent and its grandchild are listed.
+ */
+async function stubbornPair(): Promise<
+  { f: Tree; d: RuntimeDaemon; conns: Raw[]; runs: Record<string, string> }
+> {
   const f = await makeTree();
   Deno.chmodSync(f.dir, 0o755); // uid 65534 reaches the tree
   addTestAgent(f, "t");
-  // A non-root agent: bwrap runs unprivileged (after setpriv) and must die with the daemon too.
   createAgent(f.root, "n", { uid: 65534, gid: 65534, exec: AGENT_SH });
   replaceFile(`${f.root}/agent/n.d/env`, "LOG_DIR=/tmp\n");
-  // Still the in-process runtime: on cortexfsd a SIGKILLed instance (no CAP_KILL) cannot deliver
-  // bwrap's parent-death signal to a non-root agent's sandbox, which runs on (to be fixed there).
-  const d = await startInProcessDaemon(f);
+  const d = await startRuntimeDaemon(f);
+  const conns: Raw[] = [];
+  const runs: Record<string, string> = {};
   try {
-    const runs: string[] = [];
-    const conns: Raw[] = [];
+    for (const name of ["t", "n"]) {
+      const { c, run } = await start(f, name, "stubborn");
+      conns.push(c);
+      runs[name] = run;
+      await c.until((fs) => fs.some((x) => x.type === "delta"), { boundMs: 10_000 });
+      assert(await waitFor(() => runPids(run).length >= 2), `${name} pids: ${runPids(run)}`);
+    }
+  } catch (e) {
+    for (const c of conns) c.close();
+    await d.stop();
+    await cleanup(f);
+    throw e;
+  }
+  return { f, d, conns, runs };
+}
+
+/**
+ * SIGKILLs what is left of `runs` (a failed test must not leave steps behind): the sandbox's init
+ * exits with the agent, and bwrap with its init.
+ */
+function sweep(runs: Record<string, string>): void {
+  for (const pid of Object.values(runs).flatMap(runPids)) {
     try {
-      for (const name of ["t", "n"]) {
-        const { c, run } = await start(f, name, "stubborn");
-        conns.push(c);
-        runs.push(run);
-        await c.until((fs) => fs.some((x) => x.type === "delta"), { boundMs: 10_000 });
-        assert(await waitFor(() => runPids(run).length >= 2), `${name} pids: ${runPids(run)}`);
-      }
+      Deno.kill(pid, "SIGKILL");
+    } catch { /* gone meanwhile */ }
+  }
+}
+
+/** SIGKILLs agent `name`'s instance (the host lives on and sees it exit). */
+function killInstance(d: RuntimeDaemon, name: string): void {
+  const pid = d.instancePid(name);
+  assert(pid !== null, `no instance of ${name}`);
+  Deno.kill(pid, "SIGKILL");
+}
+
+Deno.test("hole 10c: kill -9 of the instances mid-run leaves no process of the run, for a root-made and a non-root agent", async () => {
+  const { f, d, conns, runs } = await stubbornPair();
+  try {
+    try {
+      for (const name of ["t", "n"]) killInstance(d, name);
+      await bystander(f);
+    } finally {
+      for (const c of conns) c.close();
+    }
+    const left = () => Object.values(runs).flatMap(runPids);
+    assert(await waitFor(() => left().length === 0), `left: ${left()}`);
+    await bystander(f);
+  } finally {
+    await d.stop();
+    sweep(runs);
+    await cleanup(f);
+  }
+});
+
+Deno.test("hole 10c: a SIGKILLed instance's steps are stopped by the host at its exit, without a new start of that agent; another agent's step runs on", async () => {
+  const { f, d, conns, runs } = await stubbornPair();
+  try {
+    try {
+      killInstance(d, "n");
+      await bystander(f);
+      assert(await waitFor(() => runPids(runs.n).length === 0), `left: ${runPids(runs.n)}`);
+      // Nothing started n again (the host stopped them, not n's next start), and t's step and
+      // instance were left alone.
+      assertEquals(d.instancePid("n"), null);
+      const starts = d.agentLog("n").split("\n").filter((l) =>
+        l.startsWith("instance n: started: ")
+      );
+      assertEquals(starts.length, 1, d.agentLog("n"));
+      assert(runPids(runs.t).length >= 2, `t pids: ${runPids(runs.t)}`);
+      assert(d.instancePid("t") !== null);
+      await bystander(f);
+    } finally {
+      for (const c of conns) c.close();
+    }
+  } finally {
+    await d.stop();
+    sweep(runs);
+    await cleanup(f);
+  }
+});
+
+Deno.test("hole 10c: after a crash of the whole service (host and instances SIGKILLed), the next start stops what is left of both agents' steps", async () => {
+  const { f, d, conns, runs } = await stubbornPair();
+  let again: RuntimeDaemon | undefined;
+  try {
+    try {
       await d.kill9();
     } finally {
       for (const c of conns) c.close();
     }
-    const left = () => runs.flatMap(runPids);
+    // A non-root agent's sandbox may outlive the crash (spec/sandbox.md): the next host's first
+    // act is to reap every receipt under <run>/groups.
+    again = await startRuntimeDaemon(f);
+    const left = () => Object.values(runs).flatMap(runPids);
     assert(await waitFor(() => left().length === 0), `left: ${left()}`);
+    await bystander(f);
   } finally {
-    await d.stop();
+    await again?.stop();
+    sweep(runs);
     await cleanup(f);
   }
 });
