@@ -140,16 +140,7 @@ async function begin(
   payload: unknown,
   body: (run: Run) => Promise<void>,
 ): Promise<void> {
-  const ref = sessionRef({
-    root: ctx.root,
-    run: ctx.run,
-    agent: o.agent.name,
-    session: o.session,
-    scope: o.scope,
-    uid: o.agent.uid,
-    gid: o.agent.gid,
-    groups: o.agent.groups,
-  });
+  const ref = refOf(ctx, o.agent, o.session, o.scope);
   refuseBroken(ctx, ref);
   const digest = digestOf(payload);
   await locked(ctx, ref.dir, async () => {
@@ -222,18 +213,23 @@ async function begin(
 function sessionOf(ctx: OpContext, agent: AgentView, scope: Scope, session: string | null): string {
   if (session !== null) return session;
   if (scope === "temp") return "default"; // temp sessions are never indexed
-  const ref = sessionRef({
+  const ref = refOf(ctx, agent, "default", scope);
+  const current = asOwner(ref, () => currentSession(ref.base));
+  return current !== undefined && sessionName.safeParse(current).success ? current : "default";
+}
+
+/** The one reference a request's session operations take: `agent`'s session, as its identity. */
+function refOf(ctx: OpContext, agent: AgentView, session: string, scope: Scope): SessionRef {
+  return sessionRef({
     root: ctx.root,
     run: ctx.run,
     agent: agent.name,
-    session: "default",
+    session,
     scope,
     uid: agent.uid,
     gid: agent.gid,
     groups: agent.groups,
   });
-  const current = asOwner(ref, () => currentSession(ref.base));
-  return current !== undefined && sessionName.safeParse(current).success ? current : "default";
 }
 
 function checkCwd(cwd: string): string {
@@ -343,16 +339,7 @@ export async function opResume(
   const agent = authorizePeer(ctx, name, conn);
   const session = sessionOf(ctx, agent, "private", named);
   for (const scope of ["private", "shared"] as const) {
-    const ref = sessionRef({
-      root: ctx.root,
-      run: ctx.run,
-      agent: name,
-      session,
-      scope,
-      uid: agent.uid,
-      gid: agent.gid,
-      groups: agent.groups,
-    });
+    const ref = refOf(ctx, agent, session, scope);
     // Everything below is read as the session's owner: a symlink the owner planted reaches only
     // what the owner could read anyway (never another user's history through root).
     if (!sessionExists(ref)) continue;
