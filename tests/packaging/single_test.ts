@@ -39,6 +39,33 @@ function names(dir: string): string[] {
   }
 }
 
+/** A terminal gone early, in its own words: the unit's log and each recording's last records. */
+function whyGone(run: string, state: string, pid: number): string {
+  const read = (p: string) => {
+    try {
+      return Deno.readTextFileSync(p);
+    } catch (e) {
+      ignore(e, Deno.errors.NotFound);
+      return "(none)\n";
+    }
+  };
+  const found: string[] = [];
+  const walk = (d: string) => {
+    for (const e of names(d)) {
+      const p = `${d}/${e}`;
+      if (e === "events.jsonl" || e === "state.json") found.push(p);
+      else if (Deno.lstatSync(p).isDirectory) walk(p);
+    }
+  };
+  walk(`${state}/storage`);
+  const live = read(`/proc/${pid}/cmdline`).replaceAll("\0", " ").slice(0, 200);
+  return [
+    `\n--- terminal pid ${pid} now: ${live}\n`,
+    `--- ${run}/terminal/mine/default.log\n${read(`${run}/terminal/mine/default.log`)}`,
+    ...found.map((p) => `--- ${p}\n${read(p).split("\n").slice(-6).join("\n")}\n`),
+  ].join("");
+}
+
 Deno.test({
   name:
     "the single file alone (env -i, empty HOME, checkout, deno and Deno's cache hidden, no network) runs ctx --version, cortexfsd, an agent and a message",
@@ -117,15 +144,14 @@ Deno.test({
         );
         assertEquals(term !== null, true, started.stdout);
         const stopped = await ctx(["agent", "stop", "mine"]);
+        const ended = stopped.stdout.startsWith(
+          `stopped terminal id=${term?.[1]} session=default pid=${term?.[2]} (exited)\n`,
+        );
         assertEquals(
-          [
-            stopped.code,
-            stopped.stdout.startsWith(
-              `stopped terminal id=${term?.[1]} session=default pid=${term?.[2]} (exited)\n`,
-            ),
-          ],
+          [stopped.code, ended],
           [0, true],
-          stopped.stdout + stopped.stderr,
+          stopped.stdout + stopped.stderr +
+            (ended ? "" : whyGone(rn, `${dir}/state`, Number(term?.[2]))),
         );
         // /ctx/bin launchers exec the built file: no checkout behind them.
         const q = `'${file}'`;
