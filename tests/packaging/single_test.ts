@@ -39,7 +39,10 @@ function names(dir: string): string[] {
   }
 }
 
-/** A terminal gone early, in its own words: the unit's log and each recording's last records. */
+/**
+ * A terminal gone early, in its own words: whether its pid lives, its unit log, the agent's host
+ * log (when the host saw it exit) and each recording's last records (`process.exit`, its reason).
+ */
 function whyGone(run: string, state: string, pid: number): string {
   const read = (p: string) => {
     try {
@@ -53,7 +56,7 @@ function whyGone(run: string, state: string, pid: number): string {
   const walk = (d: string) => {
     for (const e of names(d)) {
       const p = `${d}/${e}`;
-      if (e === "events.jsonl" || e === "state.json") found.push(p);
+      if (e === "events.jsonl" || e === "meta.json") found.push(p);
       else if (Deno.lstatSync(p).isDirectory) walk(p);
     }
   };
@@ -62,6 +65,9 @@ function whyGone(run: string, state: string, pid: number): string {
   return [
     `\n--- terminal pid ${pid} now: ${live}\n`,
     `--- ${run}/terminal/mine/default.log\n${read(`${run}/terminal/mine/default.log`)}`,
+    `--- ${run}/log/mine.log (tail)\n${
+      read(`${run}/log/mine.log`).split("\n").slice(-12).join("\n")
+    }\n`,
     ...found.map((p) => `--- ${p}\n${read(p).split("\n").slice(-6).join("\n")}\n`),
   ].join("");
 }
