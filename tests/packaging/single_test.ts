@@ -127,9 +127,13 @@ Deno.test({
       try {
         await d.waitFor("cortexfsd: serving generation");
         const ctx = (args: string[]) =>
-          run([...inside(d.child.pid), ...clean(home, { CTX_ROOT: mnt }), file, "ctx", ...args], {
-            cwd: dir,
-          });
+          run([
+            ...inside(d.child.pid, dir),
+            ...clean(home, { CTX_ROOT: mnt }),
+            file,
+            "ctx",
+            ...args,
+          ]);
         assertEquals(await ctx(["agent", "new", "mine"]), {
           code: 0,
           stdout: "agent/mine\n",
