@@ -73,9 +73,13 @@ exec "$@"`,
   ];
 }
 
-/** The argv prefix that runs a command inside the namespaces of process `pid` (see {@link fresh}). */
-export function inside(pid: number): string[] {
-  return ["nsenter", "-t", String(pid), "-m", "-n", "--"];
+/**
+ * The argv prefix that runs a command inside the namespaces of process `pid` (see {@link fresh}),
+ * in `cwd` when given: entering a mount namespace moves the process to its root, so without it
+ * the command runs in `/` (a terminal's workspace would be the whole machine).
+ */
+export function inside(pid: number, cwd?: string): string[] {
+  return ["nsenter", "-t", String(pid), "-m", "-n", ...(cwd ? [`--wdns=${cwd}`] : []), "--"];
 }
 
 /** A clean environment: only HOME and a system PATH (plus `extra`), as `env -i` argv. */

@@ -39,6 +39,39 @@ function names(dir: string): string[] {
   }
 }
 
+/**
+ * A terminal gone early, in its own words: whether its pid lives, its unit log, the agent's host
+ * log (when the host saw it exit) and each recording's last records (`process.exit`, its reason).
+ */
+function whyGone(run: string, state: string, pid: number): string {
+  const read = (p: string) => {
+    try {
+      return Deno.readTextFileSync(p);
+    } catch (e) {
+      ignore(e, Deno.errors.NotFound);
+      return "(none)\n";
+    }
+  };
+  const found: string[] = [];
+  const walk = (d: string) => {
+    for (const e of names(d)) {
+      const p = `${d}/${e}`;
+      if (e === "events.jsonl" || e === "meta.json") found.push(p);
+      else if (Deno.lstatSync(p).isDirectory) walk(p);
+    }
+  };
+  walk(`${state}/storage`);
+  const live = read(`/proc/${pid}/cmdline`).replaceAll("\0", " ").slice(0, 200);
+  return [
+    `\n--- terminal pid ${pid} now: ${live}\n`,
+    `--- ${run}/terminal/mine/default.log\n${read(`${run}/terminal/mine/default.log`)}`,
+    `--- ${run}/log/mine.log (tail)\n${
+      read(`${run}/log/mine.log`).split("\n").slice(-12).join("\n")
+    }\n`,
+    ...found.map((p) => `--- ${p}\n${read(p).split("\n").slice(-6).join("\n")}\n`),
+  ].join("");
+}
+
 Deno.test({
   name:
     "the single file alone (env -i, empty HOME, checkout, deno and Deno's cache hidden, no network) runs ctx --version, cortexfsd, an agent and a message",
@@ -94,9 +127,13 @@ Deno.test({
       try {
         await d.waitFor("cortexfsd: serving generation");
         const ctx = (args: string[]) =>
-          run([...inside(d.child.pid), ...clean(home, { CTX_ROOT: mnt }), file, "ctx", ...args], {
-            cwd: dir,
-          });
+          run([
+            ...inside(d.child.pid, dir),
+            ...clean(home, { CTX_ROOT: mnt }),
+            file,
+            "ctx",
+            ...args,
+          ]);
         assertEquals(await ctx(["agent", "new", "mine"]), {
           code: 0,
           stdout: "agent/mine\n",
@@ -117,15 +154,14 @@ Deno.test({
         );
         assertEquals(term !== null, true, started.stdout);
         const stopped = await ctx(["agent", "stop", "mine"]);
+        const ended = stopped.stdout.startsWith(
+          `stopped terminal id=${term?.[1]} session=default pid=${term?.[2]} (exited)\n`,
+        );
         assertEquals(
-          [
-            stopped.code,
-            stopped.stdout.startsWith(
-              `stopped terminal id=${term?.[1]} session=default pid=${term?.[2]} (exited)\n`,
-            ),
-          ],
+          [stopped.code, ended],
           [0, true],
-          stopped.stdout + stopped.stderr,
+          stopped.stdout + stopped.stderr +
+            (ended ? "" : whyGone(rn, `${dir}/state`, Number(term?.[2]))),
         );
         // /ctx/bin launchers exec the built file: no checkout behind them.
         const q = `'${file}'`;
